@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Bootstrap and run murmur_conversations: the README's two commands.
+
+    python3 dev.py demo   create .venv, install, migrate, create the demo user, serve on :8000
+    python3 dev.py test   create .venv, install, run the test suite (extra args go to pytest)
+    python3 dev.py lint   ruff, mypy, manage.py check, makemigrations --check
+
+Standard library only, so it works on a fresh machine with nothing but Python 3.11+.
+Safe to re-run: the environment is reinstalled only when requirements.txt or pyproject.toml change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("MURMUR_VENV", ROOT / ".venv"))
+STAMP = VENV / ".murmur-installed"
+HOST = os.environ.get("MURMUR_HOST", "127.0.0.1")
+PORT = os.environ.get("MURMUR_PORT", "8000")
+
+
+def _python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256(sys.version.encode())
+    for name in ("requirements.txt", "pyproject.toml"):
+        digest.update((ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    subprocess.run([str(a) for a in args], cwd=ROOT, check=True, env=env)
+
+
+def ensure_environment() -> Path:
+    """Create .venv and install requirements.txt into it unless it is already current."""
+    if sys.version_info < (3, 11):  # noqa: UP036  (runs before the environment exists)
+        sys.exit(
+            f"murmur_conversations needs Python 3.11 or newer (this is {sys.version.split()[0]})."
+        )
+    python = _python()
+    if not python.exists():
+        print(f"Creating {VENV.name} ...", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    fingerprint = _fingerprint()
+    if not STAMP.exists() or STAMP.read_text() != fingerprint:
+        _run(
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--upgrade",
+            "pip",
+        )
+        _run(
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            "requirements.txt",
+        )
+        STAMP.write_text(fingerprint)
+    return python
+
+
+def _env(settings: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", settings)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def demo(extra: list[str]) -> None:
+    python = ensure_environment()
+    env = _env("project.settings")
+    _run(python, "manage.py", "migrate", "--noinput", env=env)
+    _run(python, "manage.py", "demo_setup", env=env)
+    print(f"\nServing the demo on http://{HOST}:{PORT}/  (Ctrl+C stops it)\n", flush=True)
+    os.chdir(ROOT)
+    os.execve(
+        str(python),
+        [
+            str(python),
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            HOST,
+            "--port",
+            PORT,
+            "--ws",
+            "websockets",
+            *extra,
+        ],
+        env,
+    )
+
+
+def test(extra: list[str]) -> None:
+    python = ensure_environment()
+    env = _env("tests.settings")
+    result = subprocess.run([str(python), "-m", "pytest", *extra], cwd=ROOT, env=env)
+    sys.exit(result.returncode)
+
+
+def lint(extra: list[str]) -> None:
+    python = ensure_environment()
+    env = _env("tests.settings")
+    _run(python, "-m", "ruff", "check", ".", env=env)
+    _run(python, "-m", "ruff", "format", "--check", ".", env=env)
+    _run(python, "-m", "mypy", "murmur_conversations", env=env)
+    _run(python, "manage.py", "check", "--fail-level", "WARNING", env=_env("project.settings"))
+    _run(python, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
+
+
+COMMANDS = {"demo": demo, "test": test, "lint": lint}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2:])

@@ -1,0 +1,233 @@
+"""System checks for murmur_conversations (ids ``murmur_conversations.E0xx`` / ``W0xx``).
+
+A misconfiguration fails ``manage.py check`` instead of the first request. The README's settings
+table maps every ``MURMUR_CONVERSATIONS`` key to its check id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from murmur_conversations.conf import DEFAULTS, MAX_PAGE_SIZE_CEILING, SETTING_NAME
+
+PREFIX = "murmur_conversations"
+# Channels accepts group names of ASCII letters, digits, hyphens, underscores and periods.
+_GROUP_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _error(number: int, msg: str, hint: str) -> Error:
+    return Error(msg, hint=hint, id=f"{PREFIX}.E{number:03d}")
+
+
+def _warning(number: int, msg: str, hint: str) -> Warning:
+    return Warning(msg, hint=hint, id=f"{PREFIX}.W{number:03d}")
+
+
+@register(Tags.compatibility)
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, W001)."""
+    conf = getattr(settings, SETTING_NAME, {})
+    if not isinstance(conf, dict):
+        return [
+            _error(
+                1,
+                f"{SETTING_NAME} must be a dict, not {type(conf).__name__}.",
+                f"Set {SETTING_NAME} = {{...}} with the keys listed in the README.",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for key in sorted(set(conf) - set(DEFAULTS)):
+        messages.append(
+            _warning(
+                1,
+                f"{SETTING_NAME} has an unknown key {key!r}; it is ignored.",
+                f"Known keys: {', '.join(DEFAULTS)}.",
+            )
+        )
+    value = {**DEFAULTS, **conf}
+
+    page_size, max_page_size = value["PAGE_SIZE"], value["MAX_PAGE_SIZE"]
+    if not _is_int(max_page_size) or not 1 <= max_page_size <= MAX_PAGE_SIZE_CEILING:
+        messages.append(
+            _error(
+                3,
+                f"MAX_PAGE_SIZE must be an integer from 1 to "
+                f"{MAX_PAGE_SIZE_CEILING}, not {max_page_size!r}.",
+                "It may be lowered from 100, never raised.",
+            )
+        )
+        max_page_size = MAX_PAGE_SIZE_CEILING
+    if not _is_int(page_size) or not 1 <= page_size <= max_page_size:
+        messages.append(
+            _error(
+                2,
+                f"PAGE_SIZE must be an integer from 1 to MAX_PAGE_SIZE "
+                f"({max_page_size}), not {page_size!r}.",
+                "The default is 50.",
+            )
+        )
+    messages.extend(_check_hooks(value["HOOKS"]))
+    messages.extend(_check_scope(value["SCOPE"]))
+    for number, key in ((6, "MAX_CONTENT_BYTES"), (7, "MAX_METADATA_BYTES")):
+        if not _is_int(value[key]) or value[key] < 1:
+            messages.append(
+                _error(
+                    number,
+                    f"{key} must be a positive integer (bytes), not {value[key]!r}.",
+                    f"The default is {DEFAULTS[key]}.",
+                )
+            )
+    prefix = value["GROUP_PREFIX"]
+    if not isinstance(prefix, str) or not _GROUP_PREFIX_RE.match(prefix):
+        messages.append(
+            _error(
+                8,
+                f"GROUP_PREFIX must be 1-40 ASCII letters, digits, '-', '_' or "
+                f"'.', not {prefix!r}.",
+                "Channels group names allow only those characters.",
+            )
+        )
+    interval = value["DB_TAIL_INTERVAL"]
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+        messages.append(
+            _error(
+                9,
+                f"DB_TAIL_INTERVAL must be a positive number of seconds, not {interval!r}.",
+                "The default is 0.25.",
+            )
+        )
+    return messages
+
+
+def _check_hooks(hooks: Any) -> list[CheckMessage]:
+    """HOOKS: ``{name: {"capabilities": {"conversation": {"read": bool}}}}`` (E004, W003)."""
+    if not isinstance(hooks, dict):
+        return [
+            _error(
+                4,
+                f"HOOKS must be a dict of hook name to declaration, not {type(hooks).__name__}.",
+                'Example: {"recall": {"capabilities": {"conversation": {"read": True}}}}.',
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for name, declaration in hooks.items():
+        where = f"HOOKS[{name!r}]"
+        if not isinstance(name, str) or not name or not isinstance(declaration, dict):
+            messages.append(
+                _error(
+                    4,
+                    f"{where} must map a non-empty name to a dict.",
+                    'Example: {"capabilities": {"conversation": {"read": True}}}.',
+                )
+            )
+            continue
+        for key in sorted(set(declaration) - {"capabilities"}, key=str):
+            messages.append(
+                _warning(
+                    3,
+                    f"{where} has an unknown key {key!r}; it is ignored.",
+                    "Grants belong under 'capabilities'.",
+                )
+            )
+        capabilities = declaration.get("capabilities", {})
+        if not isinstance(capabilities, dict):
+            messages.append(
+                _error(
+                    4,
+                    f"{where}['capabilities'] must be a dict.",
+                    'Example: {"conversation": {"read": True}}.',
+                )
+            )
+            continue
+        for key in sorted(set(capabilities) - {"conversation"}, key=str):
+            messages.append(
+                _warning(
+                    3,
+                    f"{where}['capabilities'] has an unknown key {key!r}; "
+                    "it is ignored (not granted).",
+                    "The only capability is 'conversation'.",
+                )
+            )
+        block = capabilities.get("conversation")
+        if block is not None and (
+            not isinstance(block, dict) or not isinstance(block.get("read"), bool)
+        ):
+            messages.append(
+                _error(
+                    4,
+                    f"{where}['capabilities']['conversation'] must have a boolean 'read'.",
+                    'Write {"read": True} to grant, {"read": False} to deny.',
+                )
+            )
+    return messages
+
+
+def _check_scope(path: Any) -> list[CheckMessage]:
+    """SCOPE: a dotted path to a callable (E005)."""
+    if isinstance(path, str):
+        try:
+            if callable(import_string(path)):
+                return []
+        except ImportError:
+            pass
+    return [
+        _error(
+            5,
+            f"SCOPE must be the dotted path of a function (user -> QuerySet of "
+            f"Conversation), not {path!r}.",
+            f"The default is {DEFAULTS['SCOPE']!r}.",
+        )
+    ]
+
+
+@register(Tags.compatibility, Tags.database)
+def check_database(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """USE_TZ must be on (E010); SQLite should use immediate transactions (W002)."""
+    messages: list[CheckMessage] = []
+    if not settings.USE_TZ:
+        messages.append(
+            _error(
+                10,
+                "USE_TZ is off; murmur_conversations orders and reports times "
+                "in UTC and needs aware datetimes.",
+                "Set USE_TZ = True.",
+            )
+        )
+    messages.extend(sqlite_warnings({alias: connections.settings[alias] for alias in connections}))
+    return messages
+
+
+def sqlite_warnings(databases: dict[str, dict[str, Any]]) -> list[CheckMessage]:
+    """W002 for each SQLite database whose OPTIONS lack ``transaction_mode: IMMEDIATE``."""
+    messages: list[CheckMessage] = []
+    for alias, conf in databases.items():
+        if conf.get("ENGINE") != "django.db.backends.sqlite3":
+            continue
+        mode = str(conf.get("OPTIONS", {}).get("transaction_mode", "")).upper()
+        if mode not in {"IMMEDIATE", "EXCLUSIVE"}:
+            messages.append(
+                _warning(
+                    2,
+                    f"SQLite database {alias!r} does not use immediate transactions; concurrent "
+                    "writers may fail with 'database is locked'.",
+                    f"Set DATABASES[{alias!r}]['OPTIONS'] = {{'transaction_mode': 'IMMEDIATE', "
+                    "'timeout': 20}.",
+                )
+            )
+    return messages

@@ -1,0 +1,85 @@
+"""The app's settings: ``settings.MURMUR_CONVERSATIONS`` over documented defaults, read on access.
+
+Nothing here is read at import time, so ``override_settings`` works in tests and a misconfiguration
+is reported by ``manage.py check`` (see ``checks.py``), not by the first request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.conf import settings as django_settings
+
+SETTING_NAME: Final = "MURMUR_CONVERSATIONS"
+
+#: Every key with its default. The README's settings table lists the type and check id of each.
+DEFAULTS: Final[dict[str, Any]] = {
+    # REST pages: the default and the largest `limit` (DESIGN.md section 5).
+    "PAGE_SIZE": 50,
+    "MAX_PAGE_SIZE": 100,
+    # Read grants for plug-ins, default-deny (DESIGN.md section 6).
+    "HOOKS": {},
+    # Dotted path of the function that scopes conversations to a user (selectors.owner_scope).
+    "SCOPE": "murmur_conversations.selectors.owner_scope",
+    # Largest message content and metadata, in UTF-8 bytes of compact JSON.
+    "MAX_CONTENT_BYTES": 8 * 1024 * 1024,
+    "MAX_METADATA_BYTES": 64 * 1024,
+    # Prefix of every Channels group name this app uses.
+    "GROUP_PREFIX": "murmur",
+    # Seconds between database reads of a websocket consumer on a process-local channel layer.
+    "DB_TAIL_INTERVAL": 0.25,
+}
+
+#: MAX_PAGE_SIZE may be lowered, never raised above this.
+MAX_PAGE_SIZE_CEILING: Final = 100
+
+
+class AppSettings:
+    """Attribute access to ``MURMUR_CONVERSATIONS`` keys, falling back to :data:`DEFAULTS`.
+
+    ``app_settings.PAGE_SIZE`` reads the Django setting on every access. Unknown attribute
+    names raise ``AttributeError``. Values are returned as configured; ``checks.py`` validates them.
+    """
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(django_settings, SETTING_NAME, {})
+        return value if isinstance(value, dict) else {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"{SETTING_NAME} has no key {name!r}")
+        return self.user_settings.get(name, DEFAULTS[name])
+
+    # Typed accessors for the keys the core uses; same values as attribute access.
+    @property
+    def page_size(self) -> int:
+        return int(self.PAGE_SIZE)
+
+    @property
+    def max_page_size(self) -> int:
+        return min(int(self.MAX_PAGE_SIZE), MAX_PAGE_SIZE_CEILING)
+
+    @property
+    def max_content_bytes(self) -> int:
+        return int(self.MAX_CONTENT_BYTES)
+
+    @property
+    def max_metadata_bytes(self) -> int:
+        return int(self.MAX_METADATA_BYTES)
+
+    @property
+    def group_prefix(self) -> str:
+        return str(self.GROUP_PREFIX)
+
+    @property
+    def db_tail_interval(self) -> float:
+        return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def hooks(self) -> dict[str, Any]:
+        value = self.HOOKS
+        return value if isinstance(value, dict) else {}
+
+
+app_settings = AppSettings()

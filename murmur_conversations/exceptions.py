@@ -1,0 +1,47 @@
+"""Errors raised by murmur_conversations: one base class, specific subclasses (DESIGN.md section 4).
+
+Declarations only. Every service raises one of these and never a raw database error.
+"""
+
+from __future__ import annotations
+
+
+class ConversationsError(Exception):
+    """Base class of every error this app raises on purpose."""
+
+
+class ConversationNotFound(ConversationsError, LookupError):
+    """No conversation has the given id (or the id is not a canonical UUID)."""
+
+
+class ToolCallNotFound(ConversationsError, LookupError):
+    """The conversation has no tool call (or no interrupted result row) with the given call id."""
+
+
+class InvalidToolTransition(ConversationsError, ValueError):
+    """A tool status move that the lifecycle does not allow, or an unknown status or reason."""
+
+
+class InvalidContent(ConversationsError, ValueError):
+    """A message, display content, title or metadata that has the wrong shape or is too large."""
+
+
+class InvalidPendingAsk(ConversationsError, ValueError):
+    """A pending ask that is not agentfootprint's PendingAsk shape, or is given with a status that
+    cannot carry one (only ``paused`` and ``interrupted`` can)."""
+
+
+class InvalidStatus(ConversationsError, ValueError):
+    """A conversation status outside ``ConversationStatus``."""
+
+
+class OwnershipConflict(ConversationsError):
+    """The conversation already belongs to another owner (agentfootprint's write-once owner rule)."""
+
+
+class WriteConflict(ConversationsError):
+    """The write could not be completed now and changed nothing; retrying it is safe.
+
+    Wraps "database is locked", deadlocks, serialization failures, a connection lost in the middle of
+    a call and a connection-pool timeout. ``__cause__`` holds the original database error.
+    """

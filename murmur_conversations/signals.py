@@ -1,0 +1,35 @@
+"""Signals sent by ``services`` after the transaction commits (DESIGN.md section 4).
+
+Declarations only. Each is sent with ``send_robust`` inside ``transaction.on_commit(..., robust=True)``,
+so a failing receiver is logged under ``murmur_conversations.signals`` and never fails the write, and
+nothing is sent for a write that rolled back. ``sender`` is always the ``Conversation`` model class.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# Arguments: conversation (Conversation), rows (list[DisplayMessage], by seq), event_seq (int)
+display_messages_saved = Signal()
+
+# Arguments: conversation (Conversation), row (DisplayMessage), event_seq (int)
+display_message_updated = Signal()
+
+# Arguments: conversation (Conversation), tool_call (ToolCall), event_seq (int)
+tool_call_updated = Signal()
+
+# Arguments: conversation (Conversation), event_seq (int); status or pending ask changed
+status_changed = Signal()
+
+# Arguments: conversation (Conversation), event_seq (int); title or metadata changed
+conversation_updated = Signal()
+
+# Arguments: conversation (Conversation), event_seq (int); once per call that takes an event_seq,
+# and with event_seq 0 when start_conversation creates the conversation
+conversation_saved = Signal()
+
+# Arguments: conversation_id (uuid.UUID), owner_id (int | None)
+conversation_deleted = Signal()
+
+# Arguments: conversation (Conversation), stream_id (str), text (str); ephemeral, never stored
+delta = Signal()

@@ -1,0 +1,152 @@
+"""Settings read on access (conf.py) and the system checks (checks.py), one test per key and id."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from murmur_conversations import checks
+from murmur_conversations.conf import DEFAULTS, app_settings
+
+
+def ids(messages):
+    return sorted(m.id for m in messages)
+
+
+def test_defaults_are_documented_values(settings):
+    settings.MURMUR_CONVERSATIONS = {}
+    assert app_settings.PAGE_SIZE == 50
+    assert app_settings.MAX_PAGE_SIZE == 100
+    assert app_settings.HOOKS == {}
+    assert app_settings.SCOPE == "murmur_conversations.selectors.owner_scope"
+    assert app_settings.MAX_CONTENT_BYTES == 8 * 1024 * 1024
+    assert app_settings.MAX_METADATA_BYTES == 64 * 1024
+    assert app_settings.GROUP_PREFIX == "murmur"
+    assert app_settings.DB_TAIL_INTERVAL == 0.25
+    assert set(DEFAULTS) == {
+        "PAGE_SIZE",
+        "MAX_PAGE_SIZE",
+        "HOOKS",
+        "SCOPE",
+        "MAX_CONTENT_BYTES",
+        "MAX_METADATA_BYTES",
+        "GROUP_PREFIX",
+        "DB_TAIL_INTERVAL",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("PAGE_SIZE", 20),
+        ("MAX_PAGE_SIZE", 40),
+        ("HOOKS", {"x": {}}),
+        ("SCOPE", "tests.test_conf_and_checks.ids"),
+        ("MAX_CONTENT_BYTES", 10),
+        ("MAX_METADATA_BYTES", 11),
+        ("GROUP_PREFIX", "team"),
+        ("DB_TAIL_INTERVAL", 1.5),
+    ],
+)
+def test_each_key_is_read_on_access(settings, key, value):
+    settings.MURMUR_CONVERSATIONS = {key: value}
+    assert getattr(app_settings, key) == value
+    settings.MURMUR_CONVERSATIONS = {}
+    assert getattr(app_settings, key) == DEFAULTS[key]
+
+
+def test_unknown_attribute_raises():
+    with pytest.raises(AttributeError, match="NOPE"):
+        _ = app_settings.NOPE
+
+
+def test_max_page_size_is_capped_by_typed_accessor(settings):
+    settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 500}
+    assert app_settings.max_page_size == 100
+
+
+def test_valid_configuration_has_no_messages(settings):
+    settings.MURMUR_CONVERSATIONS = {
+        "PAGE_SIZE": 10,
+        "MAX_PAGE_SIZE": 20,
+        "DB_TAIL_INTERVAL": 1,
+        "HOOKS": {"recall": {"capabilities": {"conversation": {"read": True}}}},
+    }
+    assert checks.check_settings() == []
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ([], ["murmur_conversations.E001"]),
+        ({"PAGE_SIZE": 0}, ["murmur_conversations.E002"]),
+        ({"PAGE_SIZE": "50"}, ["murmur_conversations.E002"]),
+        ({"PAGE_SIZE": True}, ["murmur_conversations.E002"]),
+        ({"PAGE_SIZE": 60, "MAX_PAGE_SIZE": 50}, ["murmur_conversations.E002"]),
+        ({"MAX_PAGE_SIZE": 101}, ["murmur_conversations.E003"]),
+        ({"MAX_PAGE_SIZE": 0}, ["murmur_conversations.E003"]),
+        (
+            {"PAGE_SIZE": 0, "MAX_PAGE_SIZE": 0},
+            ["murmur_conversations.E002", "murmur_conversations.E003"],
+        ),
+        ({"HOOKS": []}, ["murmur_conversations.E004"]),
+        ({"HOOKS": {"r": {"capabilities": {"conversation": {}}}}}, ["murmur_conversations.E004"]),
+        (
+            {"HOOKS": {"r": {"capabilities": {"conversation": {"read": "yes"}}}}},
+            ["murmur_conversations.E004"],
+        ),
+        ({"HOOKS": {"r": {"capabilities": []}}}, ["murmur_conversations.E004"]),
+        ({"HOOKS": {"r": "read"}}, ["murmur_conversations.E004"]),
+        ({"HOOKS": {"r": {"conversation": {"read": True}}}}, ["murmur_conversations.W003"]),
+        (
+            {"HOOKS": {"r": {"capabilities": {"memory": {"read": True}}}}},
+            ["murmur_conversations.W003"],
+        ),
+        ({"SCOPE": "no.such.function"}, ["murmur_conversations.E005"]),
+        ({"SCOPE": 3}, ["murmur_conversations.E005"]),
+        ({"MAX_CONTENT_BYTES": -1}, ["murmur_conversations.E006"]),
+        ({"MAX_METADATA_BYTES": 1.5}, ["murmur_conversations.E007"]),
+        ({"GROUP_PREFIX": "bad prefix!"}, ["murmur_conversations.E008"]),
+        ({"GROUP_PREFIX": ""}, ["murmur_conversations.E008"]),
+        ({"DB_TAIL_INTERVAL": 0}, ["murmur_conversations.E009"]),
+        ({"DB_TAIL_INTERVAL": "fast"}, ["murmur_conversations.E009"]),
+        ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
+    ],
+)
+def test_setting_checks(settings, conf, expected):
+    settings.MURMUR_CONVERSATIONS = conf
+    assert ids(checks.check_settings()) == expected
+
+
+def test_use_tz_off_is_an_error(settings):
+    settings.USE_TZ = False
+    assert "murmur_conversations.E010" in ids(checks.check_database())
+
+
+def test_sqlite_without_immediate_transactions_warns():
+    databases = {
+        "good": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+        },
+        "plain": {"ENGINE": "django.db.backends.sqlite3", "OPTIONS": {}},
+        "deferred": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "OPTIONS": {"transaction_mode": "DEFERRED"},
+        },
+        "pg": {"ENGINE": "django.db.backends.postgresql", "OPTIONS": {}},
+    }
+    warned = checks.sqlite_warnings(databases)
+    assert [m.id for m in warned] == ["murmur_conversations.W002"] * 2
+    assert "'plain'" in warned[0].msg and "'deferred'" in warned[1].msg
+
+
+def test_demo_settings_pass_the_database_check():
+    assert checks.check_database() == []
+
+
+def test_manage_py_check_fails_on_errors(settings):
+    settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 1000}
+    with pytest.raises(SystemCheckError, match="E003"):
+        call_command("check")
