@@ -1,0 +1,202 @@
+"""The machinery every service shares: resolve, lock, number, finish, announce after commit.
+
+One ``Write`` is one atomic service call on one conversation. It locks the conversation row,
+takes at most one new ``event_seq`` (DESIGN.md section 3), keeps the counters equal to the rows,
+and queues the signals of ``signals.py`` for ``on_commit(..., robust=True)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from django.db import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connections,
+    router,
+    transaction,
+)
+from django.db.models import F
+from django.dispatch import Signal
+from django.utils import timezone
+
+from murmur_conversations import signals
+from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
+from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
+
+logger = logging.getLogger("murmur_conversations.signals")
+
+ConversationRef = Conversation | uuid.UUID | str
+
+
+def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
+    """The primary key of a Conversation, a UUID or a UUID string; ``ConversationNotFound`` for
+    anything else."""
+    if isinstance(conversation, Conversation):
+        return conversation.pk
+    if isinstance(conversation, uuid.UUID):
+        return conversation
+    if isinstance(conversation, str):
+        try:
+            return uuid.UUID(conversation)
+        except ValueError:
+            pass
+    raise ConversationNotFound(f"no conversation {conversation!r}")
+
+
+def send(signal: Signal, **kwargs: Any) -> None:
+    """Send ``signal`` robustly, logging (never raising) receiver errors."""
+    for receiver, result in signal.send_robust(sender=Conversation, **kwargs):
+        if isinstance(result, Exception):
+            logger.error("receiver %r of %s failed", receiver, signal, exc_info=result)
+
+
+def send_on_commit(signal: Signal, using: str, **kwargs: Any) -> None:
+    """Send ``signal`` once the current transaction commits; never for a rollback."""
+    transaction.on_commit(lambda: send(signal, **kwargs), using=using, robust=True)
+
+
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """Turn database failures into this app's errors: lock timeouts, deadlocks, serialization
+    failures, lost connections, pool timeouts and unforeseen races become ``WriteConflict``;
+    a value the database refuses becomes ``InvalidContent``."""
+    try:
+        yield
+    except (OperationalError, InterfaceError, IntegrityError) as error:
+        raise WriteConflict(f"the write did not happen and can be retried: {error}") from error
+    except DataError as error:
+        raise InvalidContent(f"the database refused a value: {error}") from error
+    except DatabaseError as error:
+        raise WriteConflict(f"the write did not happen and can be retried: {error}") from error
+
+
+class Write:
+    """State of one locked service call; see the module docstring."""
+
+    def __init__(self, conversation: Conversation, using: str) -> None:
+        self.conversation = conversation
+        self.using = using
+        self.now: datetime = timezone.now()
+        self.event_seq: int | None = None
+        self.created: list[DisplayMessage] = []
+        self.updated: dict[int, DisplayMessage] = {}
+        self.calls_changed: dict[int, ToolCall] = {}
+        self.status_changed = False
+        self.conversation_updated = False
+        self.extra_fields: set[str] = set()
+
+    def take_event(self) -> int:
+        """This call's event_seq, taken on first use (one per changing call)."""
+        if self.event_seq is None:
+            self.conversation.last_event_seq += 1
+            self.event_seq = self.conversation.last_event_seq
+        return self.event_seq
+
+    def next_seq(self) -> int:
+        """The next display ``seq`` of the conversation (gapless, never reused)."""
+        self.conversation.last_seq += 1
+        return self.conversation.last_seq
+
+    def mark_updated(self, row: DisplayMessage) -> None:
+        """Record that an existing display row changed in this call (stamped with its event_seq)."""
+        row.event_seq = self.take_event()
+        row.updated_at = self.now
+        self.updated[row.pk] = row
+
+    def finish(self) -> None:
+        """Save the counters and queue the signals, if anything changed."""
+        if self.event_seq is None:
+            return
+        conversation = self.conversation
+        conversation.saved_at = self.now
+        fields = {"record_length", "transcript_count", "last_seq", "last_event_seq", "saved_at"}
+        conversation.save(using=self.using, update_fields=sorted(fields | self.extra_fields))
+        self._announce()
+
+    def _announce(self) -> None:
+        conversation, event_seq, using = self.conversation, self.event_seq, self.using
+        if self.created:
+            rows = sorted(self.created, key=lambda row: row.seq)
+            send_on_commit(
+                signals.display_messages_saved,
+                using,
+                conversation=conversation,
+                rows=rows,
+                event_seq=event_seq,
+            )
+        for row in sorted(self.updated.values(), key=lambda row: row.seq):
+            send_on_commit(
+                signals.display_message_updated,
+                using,
+                conversation=conversation,
+                row=row,
+                event_seq=event_seq,
+            )
+        for call in self.calls_changed.values():
+            send_on_commit(
+                signals.tool_call_updated,
+                using,
+                conversation=conversation,
+                tool_call=call,
+                event_seq=event_seq,
+            )
+        if self.status_changed:
+            send_on_commit(
+                signals.status_changed, using, conversation=conversation, event_seq=event_seq
+            )
+        if self.conversation_updated:
+            send_on_commit(
+                signals.conversation_updated, using, conversation=conversation, event_seq=event_seq
+            )
+        send_on_commit(
+            signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
+        )
+
+
+def lock_conversation(pk: uuid.UUID, using: str) -> Conversation:
+    """Lock and return the conversation row inside the current transaction.
+
+    On SQLite a no-op UPDATE comes first, so the write lock is taken before any read even without
+    ``transaction_mode: IMMEDIATE`` (a read lock upgraded later fails instead of waiting).
+    """
+    manager = Conversation.objects.db_manager(using)
+    if connections[using].vendor == "sqlite" and not manager.filter(pk=pk).update(
+        last_event_seq=F("last_event_seq")
+    ):
+        raise ConversationNotFound(f"no conversation {pk}")
+    try:
+        return manager.select_for_update().get(pk=pk)
+    except Conversation.DoesNotExist:
+        raise ConversationNotFound(f"no conversation {pk}") from None
+
+
+def _copy_state(target: Conversation, source: Conversation) -> None:
+    for model_field in Conversation._meta.concrete_fields:
+        setattr(target, model_field.attname, getattr(source, model_field.attname))
+
+
+@contextmanager
+def writing(conversation: ConversationRef) -> Iterator[Write]:
+    """Run a service body atomically on the locked conversation; see :class:`Write`.
+
+    Raises ``ConversationNotFound``, ``WriteConflict`` (retryable), or whatever the body raises;
+    in every error case nothing was written. A Conversation instance passed in is refreshed with the
+    saved state.
+    """
+    pk = conversation_pk(conversation)
+    using = router.db_for_write(Conversation)
+    with database_errors(), transaction.atomic(using=using):
+        write = Write(lock_conversation(pk, using), using)
+        yield write
+        write.finish()
+    if isinstance(conversation, Conversation) and conversation is not write.conversation:
+        _copy_state(conversation, write.conversation)

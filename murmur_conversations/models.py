@@ -1,0 +1,350 @@
+"""The data model (DESIGN.md section 3): Conversation, Message (the record), DisplayMessage, ToolCall,
+SourceRecord.
+
+Rows are written only by ``services``. The invariants that the services rely on are named database
+constraints, so they hold whatever writes the rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class ConversationStatus(models.TextChoices):
+    """Where the agent run of a conversation stands (agentfootprint session, sagents)."""
+
+    IDLE = "idle", "Idle"
+    """No run in progress."""
+    RUNNING = "running", "Running"
+    """An agent run is in progress."""
+    PAUSED = "paused", "Paused"
+    """The run waits for the person; a pending ask may say for what."""
+    INTERRUPTED = "interrupted", "Interrupted"
+    """The run stopped unexpectedly (worker lost) or waits for input after an interrupt."""
+    CANCELLED = "cancelled", "Cancelled"
+    """The run was cancelled (``cancel_run``)."""
+    ERROR = "error", "Error"
+    """The run ended with an error."""
+
+
+class ToolStatus(models.TextChoices):
+    """The lifecycle of one tool call (sagents ``update_tool_status``; muse task lifecycle)."""
+
+    PENDING = "pending", "Pending"
+    """The model asked for the call; it has not started."""
+    EXECUTING = "executing", "Executing"
+    """The call is running."""
+    COMPLETED = "completed", "Completed"
+    """The call returned a result. Terminal. Also the status of every plain display row."""
+    FAILED = "failed", "Failed"
+    """The call returned an error. Terminal."""
+    INTERRUPTED = "interrupted", "Interrupted"
+    """The call stopped before it finished; ``interrupt_reason`` says why. Can still finish."""
+    CANCELLED = "cancelled", "Cancelled"
+    """The run was cancelled before the call finished. Terminal."""
+
+
+TERMINAL_TOOL_STATUSES = frozenset({ToolStatus.COMPLETED, ToolStatus.FAILED, ToolStatus.CANCELLED})
+OPEN_TOOL_STATUSES = frozenset({ToolStatus.PENDING, ToolStatus.EXECUTING, ToolStatus.INTERRUPTED})
+
+
+class InterruptReason(models.TextChoices):
+    """Why a tool call is ``interrupted``."""
+
+    NONE = "", "None"
+    """The call is not interrupted."""
+    AWAITING_INPUT = "awaiting_input", "Awaiting input"
+    """The tool asked the person something (an interrupt result); ``resolve_tool_result`` ends it."""
+    WORKER_LOST = "worker_lost", "Worker lost"
+    """The process running the call went away (``recover_interrupted``)."""
+    LOG_ENDED = "log_ended", "Log ended"
+    """An imported log ended while the call was still open."""
+
+
+class MessageType(models.TextChoices):
+    """Who a display row speaks for."""
+
+    USER = "user", "User"
+    """Typed by the person."""
+    ASSISTANT = "assistant", "Assistant"
+    """Written by the model, including its tool calls."""
+    TOOL = "tool", "Tool"
+    """A tool's result."""
+    SYSTEM = "system", "System"
+    """System prompts, notices, injected context and unknown roles."""
+
+
+class ContentType(models.TextChoices):
+    """The shape of a display row's ``content`` (required keys in DESIGN.md section 3)."""
+
+    TEXT = "text", "Text"
+    """``{"text"}``."""
+    THINKING = "thinking", "Thinking"
+    """``{"text"}``, maybe ``signature``."""
+    NOTIFICATION = "notification", "Notification"
+    """``{"text"}``: a notice for people, not said by anyone."""
+    ERROR = "error", "Error"
+    """``{"text"}``, maybe ``error_type``."""
+    IMAGE = "image", "Image"
+    """``{"url"}`` or ``{"data", "mime_type"}``."""
+    FILE_REFERENCE = "file_reference", "File reference"
+    """``{"path", "name"}``."""
+    STRUCTURED_DATA = "structured_data", "Structured data"
+    """``{"format", "data"}``: any other block type, kept whole."""
+    TOOL_CALL = "tool_call", "Tool call"
+    """``{"call_id", "name", "arguments"}``; the row's status mirrors its ToolCall."""
+    TOOL_RESULT = "tool_result", "Tool result"
+    """``{"tool_call_id", "name", "content", "is_error", "is_interrupt"}``."""
+    TODO_SNAPSHOT = "todo_snapshot", "Todo snapshot"
+    """``{"todos"}``, maybe ``summary``."""
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    """Queries over conversations, named for what they return."""
+
+    def owned_by(self, user: Any) -> ConversationQuerySet:
+        """Conversations whose owner is ``user``; none for an anonymous or inactive user."""
+        if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+            return self.none()
+        return self.filter(owner_id=user.pk)
+
+    def newest_first(self) -> ConversationQuerySet:
+        """Ordered ``saved_at`` desc, then ``id`` desc (the sidebar order, DESIGN.md section 5)."""
+        return self.order_by("-saved_at", "-id")
+
+
+class Conversation(models.Model):
+    """One agent conversation: owner, title, status, pending ask and counters over its rows.
+
+    The counters always equal what the rows say: ``record_length`` is the number of record messages
+    (= the last ``position``), ``transcript_count`` the length of the transcript projection,
+    ``last_seq`` the last display ``seq``, ``last_event_seq`` the last event_seq taken.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="murmur_conversations",
+    )
+    title = models.CharField(max_length=255, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ConversationStatus.choices, default=ConversationStatus.IDLE
+    )
+    pending_ask = models.JSONField(null=True, blank=True, default=None)
+    source = models.CharField(max_length=64, blank=True, default="")
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    record_length = models.PositiveBigIntegerField(default=0)
+    transcript_count = models.PositiveBigIntegerField(default=0)
+    last_seq = models.PositiveBigIntegerField(default=0)
+    last_event_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    saved_at = models.DateTimeField(default=timezone.now)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("-saved_at", "-id")
+        indexes = (
+            models.Index(fields=("owner", "-saved_at", "-id"), name="murmur_conv_owner_saved_idx"),
+            models.Index(fields=("saved_at",), name="murmur_conv_saved_idx"),
+        )
+        constraints = (
+            models.UniqueConstraint(
+                fields=("owner", "source", "external_id"),
+                condition=Q(owner__isnull=False) & ~Q(external_id=""),
+                name="murmur_conv_owner_external_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=("source", "external_id"),
+                condition=Q(owner__isnull=True) & ~Q(external_id=""),
+                name="murmur_conv_ownerless_external_uniq",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ConversationStatus.values), name="murmur_conv_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(pending_ask__isnull=True)
+                | Q(status__in=(ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED)),
+                name="murmur_conv_pending_needs_pause",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+    @property
+    def format(self) -> str:
+        """agentfootprint's envelope format: ``flowchart-v1`` iff a pending ask is set."""
+        return "flowchart-v1" if self.pending_ask is not None else "conversation-v1"
+
+
+class Message(models.Model):
+    """One message of the durable record (murmur ``conversation.jsonl``): append-only, in order."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    position = models.PositiveBigIntegerField()
+    message_id = models.CharField(max_length=255)
+    role = models.CharField(max_length=255)
+    content = models.JSONField(default=str)
+    tool_call_id = models.CharField(max_length=255, blank=True, default="")
+    is_error = models.BooleanField(default=False)
+    source_id = models.CharField(max_length=255, blank=True, default="")
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "position")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("conversation", "position"), name="murmur_message_position_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=("conversation", "message_id"), name="murmur_message_id_uniq"
+            ),
+            models.CheckConstraint(
+                condition=Q(position__gte=1), name="murmur_message_position_gte1"
+            ),
+            models.CheckConstraint(condition=~Q(role=""), name="murmur_message_role_nonempty"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
+
+
+class ToolCall(models.Model):
+    """One tool call, by call id: the single source of truth for its status (sagents, muse tasks)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    call_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255, blank=True, default="")
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=ToolStatus.choices, default=ToolStatus.PENDING)
+    interrupt_reason = models.CharField(
+        max_length=32, choices=InterruptReason.choices, blank=True, default=InterruptReason.NONE
+    )
+    display_text = models.TextField(blank=True, default="")
+    result = models.JSONField(null=True, blank=True, default=None)
+    error = models.JSONField(null=True, blank=True, default=None)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    event_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "id")
+        indexes = (
+            models.Index(fields=("conversation", "status", "-id"), name="murmur_tool_status_idx"),
+            models.Index(fields=("status", "name"), name="murmur_tool_status_name_idx"),
+        )
+        constraints = (
+            models.UniqueConstraint(
+                fields=("conversation", "call_id"), name="murmur_toolcall_call_id_uniq"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ToolStatus.values), name="murmur_toolcall_status_valid"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.name or 'tool'} ({self.call_id}): {self.status}"
+
+
+class DisplayMessage(models.Model):
+    """One row people see (sagents ``DisplayMessage``): text, thinking, a tool-call card, a result,
+    an error or a notice. ``seq`` is the display order; ``event_seq`` the last change."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="display_messages"
+    )
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="display_messages"
+    )
+    seq = models.PositiveBigIntegerField()
+    message_type = models.CharField(max_length=16, choices=MessageType.choices)
+    content_type = models.CharField(max_length=32, choices=ContentType.choices)
+    content = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16, choices=ToolStatus.choices, default=ToolStatus.COMPLETED
+    )
+    tool_call = models.ForeignKey(
+        ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="display_messages"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_event_seq = models.PositiveBigIntegerField()
+    event_seq = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "seq")
+        indexes = (
+            models.Index(
+                fields=("conversation", "event_seq", "seq"), name="murmur_display_event_idx"
+            ),
+        )
+        constraints = (
+            models.UniqueConstraint(fields=("conversation", "seq"), name="murmur_display_seq_uniq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="murmur_display_seq_gte1"),
+            models.CheckConstraint(
+                condition=Q(event_seq__gte=models.F("created_event_seq")),
+                name="murmur_display_event_order",
+            ),
+            models.CheckConstraint(
+                condition=Q(message_type__in=MessageType.values), name="murmur_display_type_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(content_type__in=ContentType.values),
+                name="murmur_display_content_type_valid",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.message_type}/{self.content_type} #{self.seq}"
+
+    @property
+    def tool_call_id_value(self) -> str | None:
+        """The call id this row belongs to (its tool call's, or a result's), else None."""
+        if self.content_type == ContentType.TOOL_RESULT:
+            return str(self.content.get("tool_call_id") or "") or None
+        if self.content_type == ContentType.TOOL_CALL:
+            return str(self.content.get("call_id") or "") or None
+        return None
+
+
+class SourceRecord(models.Model):
+    """One line of an imported log, kept verbatim (``raw`` is text: jsonb would reorder keys)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="source_records"
+    )
+    source = models.CharField(max_length=32)
+    source_key = models.CharField(max_length=255)
+    line_number = models.PositiveBigIntegerField(null=True, blank=True)
+    raw = models.TextField()
+    record_type = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "id")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("conversation", "source", "source_key"), name="murmur_source_key_uniq"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.source_key}"

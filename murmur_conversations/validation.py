@@ -1,0 +1,118 @@
+"""Input hygiene for the write path: the bad-text rule, size limits and display content shapes.
+
+Bad text (DESIGN.md section 4): NUL characters and lone surrogates become U+FFFD on every path,
+identically on SQLite and PostgreSQL; a surrogate pair given as two code points is joined into its
+character; the rest of the text is kept. Sizes are UTF-8 bytes of compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.models import ContentType
+
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def clean_text(text: str) -> str:
+    """Return ``text`` with NULs and lone surrogates replaced by U+FFFD and split pairs joined."""
+    if not _BAD_TEXT.search(text):
+        return text
+    # UTF-16 round trip: a high+low pair becomes its character, a lone surrogate U+FFFD.
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return joined.replace("\x00", REPLACEMENT)
+
+
+def clean_json(value: Any) -> Any:
+    """Apply :func:`clean_text` to every string of a JSON value, keys included.
+
+    Raises ``InvalidContent`` for values JSON cannot hold (sets, bytes, objects, non-finite floats).
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidContent("JSON cannot hold NaN or infinity")
+        return value
+    if isinstance(value, list | tuple):
+        return [clean_json(item) for item in value]
+    if isinstance(value, dict):
+        cleaned: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidContent(f"JSON object keys must be strings, not {type(key).__name__}")
+            cleaned[clean_text(key)] = clean_json(item)
+        return cleaned
+    raise InvalidContent(f"{type(value).__name__} is not a JSON value")
+
+
+def json_size(value: Any) -> int:
+    """UTF-8 bytes of the compact JSON of ``value`` (the unit of every size limit)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def check_size(value: Any, *, limit: int, what: str) -> None:
+    """Raise ``InvalidContent`` when ``value`` is larger than ``limit`` bytes of compact JSON."""
+    size = json_size(value)
+    if size > limit:
+        raise InvalidContent(
+            f"{what} is {size} bytes of JSON; the limit is {limit} "
+            "(MURMUR_CONVERSATIONS MAX_CONTENT_BYTES / MAX_METADATA_BYTES)"
+        )
+
+
+def check_object(value: Any, *, what: str, limit: int) -> dict[str, Any]:
+    """Clean and size-check a JSON object (metadata); ``InvalidContent`` if it is not a dict."""
+    if not isinstance(value, dict):
+        raise InvalidContent(f"{what} must be a JSON object, not {type(value).__name__}")
+    cleaned: dict[str, Any] = clean_json(value)
+    check_size(cleaned, limit=limit, what=what)
+    return cleaned
+
+
+def check_short_string(
+    value: Any, *, what: str, max_length: int = 255, allow_empty: bool = True
+) -> str:
+    """Clean a short string field (ids, names, roles); ``InvalidContent`` when it does not fit."""
+    if not isinstance(value, str):
+        raise InvalidContent(f"{what} must be a string, not {type(value).__name__}")
+    text = clean_text(value)
+    if not allow_empty and not text:
+        raise InvalidContent(f"{what} must be a non-empty string")
+    if len(text) > max_length:
+        raise InvalidContent(f"{what} is {len(text)} characters; at most {max_length} fit")
+    return text
+
+
+_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
+    ContentType.TEXT: (("text",),),
+    ContentType.THINKING: (("text",),),
+    ContentType.NOTIFICATION: (("text",),),
+    ContentType.ERROR: (("text",),),
+    ContentType.IMAGE: (("url",), ("data", "mime_type")),
+    ContentType.FILE_REFERENCE: (("path", "name"),),
+    ContentType.STRUCTURED_DATA: (("format", "data"),),
+    ContentType.TOOL_CALL: (("call_id", "name", "arguments"),),
+    ContentType.TOOL_RESULT: (("tool_call_id", "name", "content"),),
+    ContentType.TODO_SNAPSHOT: (("todos",),),
+}
+
+
+def check_display_content(content_type: str, content: Any) -> None:
+    """Raise ``InvalidContent("invalid structure for content_type <ct>")`` unless ``content`` has the
+    keys DESIGN.md section 3 requires for ``content_type`` (extra keys allowed)."""
+    alternatives = _REQUIRED.get(content_type)
+    if alternatives is None:
+        raise InvalidContent(
+            f"unknown content_type {content_type!r}; one of {', '.join(ContentType.values)}"
+        )
+    if not isinstance(content, dict) or not any(
+        all(key in content for key in keys) for keys in alternatives
+    ):
+        raise InvalidContent(f"invalid structure for content_type {content_type}")

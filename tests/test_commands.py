@@ -1,0 +1,59 @@
+"""Management commands of the core: recover_interrupted."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from murmur_conversations import services
+from murmur_conversations.models import Conversation, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_recover_interrupted_command(conversation):
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c", "name": "n", "input": {}}],
+        },
+    )
+    services.set_status(conversation=conversation, status="running")
+    Conversation.objects.filter(pk=conversation.pk).update(
+        saved_at=timezone.now() - timedelta(seconds=120)
+    )
+    out = io.StringIO()
+    call_command("recover_interrupted", "--stale-after", "300", stdout=out)
+    assert "0 conversation(s)" in out.getvalue()
+    call_command(
+        "recover_interrupted",
+        "--stale-after",
+        "60",
+        "--conversation",
+        str(conversation.pk),
+        stdout=out,
+    )
+    assert "1 conversation(s)" in out.getvalue()
+    assert Conversation.objects.get(pk=conversation.pk).status == "interrupted"
+    assert ToolCall.objects.get(call_id="c").interrupt_reason == "worker_lost"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--stale-after", "soon"],
+        ["--stale-after", "-1"],
+        ["--conversation", "nope"],
+        ["--conversation", "4F6A3C2E-0000-0000-0000-000000000000"],
+    ],
+)
+def test_recover_interrupted_bad_arguments(args):
+    with pytest.raises(CommandError) as info:
+        call_command("recover_interrupted", *args)
+    assert info.value.returncode == 2

@@ -1,0 +1,155 @@
+"""Concurrent writers on separate connections (DESIGN.md sections 3-4): every append lands or raises
+WriteConflict, never a raw database error; positions and seqs stay gapless; duplicates collapse."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from murmur_conversations import services
+from murmur_conversations.exceptions import WriteConflict
+from murmur_conversations.models import Message, ToolCall
+from tests.helpers import assert_counters_match_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WRITERS = 50
+
+
+def run_threads(count, target):
+    """Start ``count`` threads at one barrier; return (results, errors) in thread order."""
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+    errors: list = [None] * count
+
+    def work(index):
+        try:
+            barrier.wait()
+            results[index] = target(index)
+        except Exception as error:  # collected and asserted by the caller
+            errors[index] = error
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+def test_fifty_writers_append_to_one_conversation(conversation):
+    def append(index):
+        return services.save_message(
+            conversation=conversation.pk,
+            message={"role": "user", "content": f"writer {index}", "id": f"w{index}"},
+        )
+
+    _, errors = run_threads(WRITERS, append)
+    unexpected = [e for e in errors if e is not None and not isinstance(e, WriteConflict)]
+    assert unexpected == []
+    landed = WRITERS - sum(isinstance(e, WriteConflict) for e in errors)
+    assert Message.objects.filter(conversation=conversation).count() == landed
+    assert landed > 0
+    assert_counters_match_rows(conversation)
+    conversation.refresh_from_db()
+    assert conversation.last_event_seq == landed
+
+
+def test_concurrent_duplicates_store_one_message(conversation):
+    def append(index):
+        return services.save_message(
+            conversation=conversation.pk,
+            message={
+                "role": "assistant",
+                "id": "same",
+                "content": [
+                    {"type": "text", "text": "once"},
+                    {"type": "tool_call", "id": "c", "name": "n", "input": {}},
+                ],
+            },
+        )
+
+    results, errors = run_threads(20, append)
+    assert [e for e in errors if e is not None and not isinstance(e, WriteConflict)] == []
+    assert Message.objects.filter(conversation=conversation).count() == 1
+    assert ToolCall.objects.filter(conversation=conversation).count() == 1
+    row_ids = {tuple(r.pk for r in rows) for rows in results if rows is not None}
+    assert len(row_ids) == 1
+    assert_counters_match_rows(conversation)
+
+
+def test_concurrent_start_conversation_returns_one(user):
+    def start(index):
+        return services.start_conversation(owner=user, source="muse", external_id="same").pk
+
+    results, errors = run_threads(10, start)
+    assert [e for e in errors if e is not None and not isinstance(e, WriteConflict)] == []
+    assert len({r for r in results if r is not None}) == 1
+
+
+def test_concurrent_results_end_each_call_once(conversation):
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "content": [
+                {"type": "tool_call", "id": f"c{i}", "name": "n", "input": {}} for i in range(5)
+            ],
+        },
+    )
+
+    def finish(index):
+        call = f"c{index % 5}"
+        if index % 2:
+            return services.save_message(
+                conversation=conversation.pk,
+                message={"role": "tool", "tool_call_id": call, "content": str(index)},
+            )
+        try:
+            return services.update_tool_status(
+                conversation=conversation.pk,
+                status="failed",
+                tool_info={"call_id": call, "error": "x"},
+            )
+        except Exception as error:
+            return error
+
+    run_threads(20, finish)
+    for call in ToolCall.objects.filter(conversation=conversation):
+        assert call.status in ("completed", "failed")
+        assert call.finished_at is not None
+    assert_counters_match_rows(conversation)
+
+
+@pytest.mark.parametrize("earlier", [10, 5000])
+def test_save_message_query_count_does_not_grow(conversation, earlier):
+    services.save_messages(
+        conversation=conversation,
+        messages=[
+            {"role": "user" if i % 2 else "assistant", "content": f"m{i}"} for i in range(earlier)
+        ],
+    )
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "q", "name": "n", "input": {}}],
+        },
+    )
+    with CaptureQueriesContext(connection) as plain:
+        services.save_message(
+            conversation=conversation, message={"role": "user", "content": "hello", "id": "x1"}
+        )
+    with CaptureQueriesContext(connection) as result:
+        services.save_message(
+            conversation=conversation,
+            message={"role": "tool", "tool_call_id": "q", "content": "ok"},
+        )
+    # The same constants after 10 and after 5,000 earlier messages: a plain append and a tool
+    # result (which also updates the call and its card) each take a fixed number of queries.
+    expected = {"sqlite": (8, 11), "postgresql": (7, 10)}[connection.vendor]
+    assert (len(plain), len(result)) == expected, [q["sql"][:80] for q in result.captured_queries]
