@@ -1,0 +1,96 @@
+"""The JSON shapes of rows (DESIGN.md section 5 "Rows" and "Summary row"), built in one place.
+
+REST serializers, websocket events, the session wire and exports all use these functions, so a
+row looks the same everywhere. Values are JSON-ready (ids as strings, times as ISO 8601 in UTC).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 with ``Z`` for UTC, as DRF renders datetimes; None stays None."""
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def unix_ms(value: datetime) -> int:
+    """Milliseconds since the Unix epoch (agentfootprint's ``savedAt``)."""
+    return int(value.timestamp() * 1000)
+
+
+def display_row(row: DisplayMessage) -> dict[str, Any]:
+    """``{id (string), seq, message_type, content_type, content, status, tool_call_id (the call id
+    or null), metadata, created_event_seq, event_seq, created_at, updated_at}``."""
+    return {
+        "id": str(row.pk),
+        "seq": row.seq,
+        "message_type": row.message_type,
+        "content_type": row.content_type,
+        "content": row.content,
+        "status": row.status,
+        "tool_call_id": row.tool_call_id_value,
+        "metadata": row.metadata,
+        "created_event_seq": row.created_event_seq,
+        "event_seq": row.event_seq,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+    }
+
+
+def record_row(message: Message) -> dict[str, Any]:
+    """``{id (the message_id), position, role, content, tool_call_id, is_error, source_id,
+    created_at}``."""
+    return {
+        "id": message.message_id,
+        "position": message.position,
+        "role": message.role,
+        "content": message.content,
+        "tool_call_id": message.tool_call_id or None,
+        "is_error": message.is_error,
+        "source_id": message.source_id or None,
+        "created_at": iso(message.created_at),
+    }
+
+
+def tool_call_row(call: ToolCall) -> dict[str, Any]:
+    """``{call_id, name, arguments, status, interrupt_reason, display_text, result, error,
+    started_at, finished_at, event_seq}``."""
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": call.status,
+        "interrupt_reason": call.interrupt_reason or None,
+        "display_text": call.display_text,
+        "result": call.result,
+        "error": call.error,
+        "started_at": iso(call.started_at),
+        "finished_at": iso(call.finished_at),
+        "event_seq": call.event_seq,
+    }
+
+
+def summary_row(conversation: Conversation) -> dict[str, Any]:
+    """The summary row: ``id, title, saved_at, created_at, status, format, message_count``, and
+    nothing from inside the conversation (``message_count`` is ``transcript_count``)."""
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "saved_at": iso(conversation.saved_at),
+        "created_at": iso(conversation.created_at),
+        "status": conversation.status,
+        "format": conversation.format,
+        "message_count": conversation.transcript_count,
+    }
+
+
+def detail_row(conversation: Conversation) -> dict[str, Any]:
+    """The summary row plus ``metadata`` (``GET conversations/{id}/``)."""
+    return {**summary_row(conversation), "metadata": conversation.metadata}
