@@ -61,8 +61,11 @@ def redeem_ticket(ticket: Any, *, max_age: int = TICKET_MAX_AGE) -> Ticket | Non
     if not isinstance(payload, dict):
         return None
     user_model = get_user_model()
+    user_pk = payload.get("u")
+    if not isinstance(user_pk, str):
+        return None
     try:
-        user = user_model._default_manager.get(pk=payload.get("u"))
+        user = user_model._default_manager.get(pk=user_pk)
     except (user_model.DoesNotExist, ValueError, TypeError):
         return None
     if not user.is_active or not constant_time_compare(
