@@ -1,0 +1,163 @@
+"""A scripted agent run, written by this project, that drives the services as a real runtime would.
+
+It shows everything the app can display: streamed text (``display_message_delta``), thinking,
+parallel tool calls moving pending -> executing -> completed, a failed call, an error notice and a
+pending question. ``manage.py demo_agent`` and the demo page's button run it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from murmur_conversations import services
+from murmur_conversations.models import Conversation
+
+PROMPT = "Why is the nightly build slower since Tuesday? Check the CI timings and the lockfile."
+THINKING = (
+    "The user wants a cause, not a guess. Two sources will tell: the CI timing export and the diff "
+    "of the lockfile since Tuesday. I can read both at once."
+)
+FINDINGS = (
+    "The nightly build went from 6m40s to 11m05s on Tuesday. The lockfile diff shows that "
+    "`image-tools` moved from 2.3 to 3.0, which no longer ships a prebuilt wheel for our Python, "
+    "so every build now compiles it from source (about 4 minutes of the 4m25s difference).\n\n"
+    "Two ways out: pin `image-tools<3` until the wheel is published, or cache the built wheel "
+    "between CI runs. Which do you prefer?"
+)
+
+
+def _stream(
+    conversation: Conversation, stream_id: str, text: str, pause: Callable[[], None]
+) -> None:
+    """Announce ``text`` word by word as ephemeral deltas, the way a model streams."""
+    words = text.split(" ")
+    for index, word in enumerate(words):
+        services.broadcast_delta(
+            conversation=conversation, stream_id=stream_id, text=word if index == 0 else " " + word
+        )
+        pause()
+
+
+def run_demo_agent(
+    *, conversation: Conversation, delay: float = 0.15, sleep: Callable[[float], Any] = time.sleep
+) -> None:
+    """Play the scripted run into ``conversation``. ``delay`` is the pause in seconds between
+    steps (0 for none; streamed words pause a fifth of it). Every step is a service call."""
+
+    def pause(factor: float = 1.0) -> None:
+        if delay > 0:
+            sleep(delay * factor)
+
+    def word_pause() -> None:
+        pause(0.2)
+
+    run = time.time_ns()
+    services.set_status(conversation=conversation, status="running")
+    services.save_message(
+        conversation=conversation,
+        message={"role": "user", "content": PROMPT, "id": f"demo-user-{run}"},
+    )
+    pause()
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "id": f"demo-plan-{run}",
+            "content": [
+                {"type": "thinking", "text": THINKING},
+                {
+                    "type": "text",
+                    "text": "I'll read the CI timings and the lockfile diff in parallel.",
+                },
+                {
+                    "type": "tool_call",
+                    "id": f"ci-{run}",
+                    "name": "fetch_ci_timings",
+                    "input": {"pipeline": "nightly", "days": 7},
+                },
+                {
+                    "type": "tool_call",
+                    "id": f"lock-{run}",
+                    "name": "git_diff",
+                    "input": {"path": "requirements.lock", "since": "tuesday"},
+                },
+                {
+                    "type": "tool_call",
+                    "id": f"cache-{run}",
+                    "name": "read_cache_stats",
+                    "input": {"bucket": "ci-cache"},
+                },
+            ],
+        },
+    )
+    pause()
+    for call in (f"ci-{run}", f"lock-{run}", f"cache-{run}"):
+        services.update_tool_status(
+            conversation=conversation,
+            status="executing",
+            tool_info={"call_id": call, "display_text": "Running"},
+        )
+    pause(2)
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "tool",
+            "tool_call_id": f"ci-{run}",
+            "id": f"demo-ci-{run}",
+            "content": "nightly: mon 6m40s, tue 11m02s, wed 11m05s, thu 11m01s",
+        },
+    )
+    pause()
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "tool",
+            "tool_call_id": f"cache-{run}",
+            "id": f"demo-cache-{run}",
+            "is_error": True,
+            "content": "PermissionError: the CI token cannot read bucket 'ci-cache'",
+        },
+    )
+    pause()
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "tool",
+            "tool_call_id": f"lock-{run}",
+            "id": f"demo-lock-{run}",
+            "content": "-image-tools==2.3.1\n+image-tools==3.0.0",
+        },
+    )
+    services.save_synthetic_message(
+        conversation=conversation,
+        message_type="system",
+        content_type="error",
+        content={
+            "text": "read_cache_stats failed: the CI token lacks read access to ci-cache.",
+            "error_type": "tool_error",
+        },
+    )
+    pause()
+    stream_id = f"answer-{run}"
+    _stream(conversation, stream_id, FINDINGS, word_pause)
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "id": f"demo-answer-{run}",
+            "stream_id": stream_id,
+            "content": [{"type": "text", "text": FINDINGS}],
+        },
+    )
+    services.set_status(
+        conversation=conversation,
+        status="paused",
+        pending_ask={
+            "question": "Pin image-tools<3, or cache the built wheel between CI runs?",
+            "tool": "ask_user",
+            "component": {"id": "choice"},
+            "pauseData": {"options": ["pin", "cache"]},
+        },
+    )
