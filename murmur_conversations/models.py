@@ -156,7 +156,13 @@ class Conversation(models.Model):
         ordering = ("-saved_at", "-id")
         indexes = (
             models.Index(fields=("owner", "-saved_at", "-id"), name="murmur_conv_owner_saved_idx"),
-            models.Index(fields=("saved_at",), name="murmur_conv_saved_idx"),
+            models.Index(fields=("-saved_at", "-id"), name="murmur_conv_saved_id_idx"),
+            # Title prefix search (LIKE 'x%') in the admin; the opclass applies on PostgreSQL only.
+            models.Index(
+                fields=("title",),
+                name="murmur_conv_title_prefix_idx",
+                opclasses=("varchar_pattern_ops",),
+            ),
         )
         constraints = (
             models.UniqueConstraint(
@@ -249,6 +255,7 @@ class ToolCall(models.Model):
         indexes = (
             models.Index(fields=("conversation", "status", "-id"), name="murmur_tool_status_idx"),
             models.Index(fields=("status", "name"), name="murmur_tool_status_name_idx"),
+            models.Index(fields=("name", "-id"), name="murmur_tool_name_idx"),
         )
         constraints = (
             models.UniqueConstraint(
