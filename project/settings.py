@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
     "murmur_conversations",
     "project.demo",
 ]
@@ -122,7 +123,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# collectstatic target for production; the demo serves app static files through the finders.
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True  # the demo serves app static files without collectstatic
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/admin/login/"
@@ -133,6 +135,18 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # The demo serves the API's OpenAPI schema at /api/schema/.
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "murmur_conversations API",
+    "DESCRIPTION": "Owner-scoped conversations of AI agents (DESIGN.md section 5).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "ConversationStatusEnum": "murmur_conversations.models.ConversationStatus",
+        "ToolStatusEnum": "murmur_conversations.models.ToolStatus",
+    },
 }
 
 MURMUR_CONVERSATIONS: dict[str, Any] = {}

@@ -1,0 +1,45 @@
+"""The app's only renderer and a negotiation that always picks it (DESIGN.md section 5: always JSON,
+whatever ``Accept`` or ``?format=`` say, and whatever the host's REST_FRAMEWORK settings are)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+
+
+class CompactJSONRenderer(JSONRenderer):
+    """Compact UTF-8 JSON (``application/json``), independent of the host's ``COMPACT_JSON``,
+    ``UNICODE_JSON`` and ``STRICT_JSON``; no ``indent`` from the media type."""
+
+    ensure_ascii = False
+    compact = True
+    strict = True
+
+    def get_indent(self, accepted_media_type: str, renderer_context: Any) -> None:
+        """Never indent: one byte-exact answer whatever the client asked for."""
+        return None
+
+
+class FixedContentNegotiation(BaseContentNegotiation):
+    """Picks the view's first renderer and parser, ignoring ``Accept`` and ``?format=``."""
+
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        """The first parser whose media type matches the request's content type, else None
+        (DRF then answers 415)."""
+        content_type = request.content_type.split(";", 1)[0].strip().lower()
+        for parser in parsers:
+            if parser.media_type == content_type:
+                return parser
+        return None
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        """Always ``(the first renderer, its media type)``."""
+        renderer = next(iter(renderers))
+        return renderer, str(renderer.media_type)

@@ -1,0 +1,176 @@
+"""Serializers that describe the API's bodies for the OpenAPI schema (DESIGN.md section 5).
+
+Responses are built by ``murmur_conversations.representations`` (one shape for REST, websockets and
+exports); these classes only document those shapes and must list the same keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from murmur_conversations.models import ConversationStatus, ToolStatus
+
+Any_ = serializers.JSONField
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """``{"detail", "code"}``: every failure of the REST routes."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+
+
+class WireErrorSerializer(serializers.Serializer[Any]):
+    """``{"error", "code"}``: every failure of ``POST session/``."""
+
+    error = serializers.CharField()
+    code = serializers.CharField()
+
+
+class SummarySerializer(serializers.Serializer[Any]):
+    """The summary row (``representations.summary_row``)."""
+
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    saved_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=ConversationStatus.choices)
+    format = serializers.ChoiceField(choices=["conversation-v1", "flowchart-v1"])
+    message_count = serializers.IntegerField(min_value=0)
+
+
+class DetailSerializer(SummarySerializer):
+    """The summary row plus ``metadata`` (``representations.detail_row``)."""
+
+    metadata = serializers.DictField()
+
+
+class PatchSerializer(serializers.Serializer[Any]):
+    """``PATCH conversations/{id}/``: either key, nothing else (else 400 ``invalid_field``)."""
+
+    title = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    metadata = serializers.DictField(required=False)
+
+
+class DisplayRowSerializer(serializers.Serializer[Any]):
+    """A display row (``representations.display_row``)."""
+
+    id = serializers.CharField()
+    seq = serializers.IntegerField(min_value=1)
+    message_type = serializers.CharField()
+    content_type = serializers.CharField()
+    content = serializers.DictField()
+    status = serializers.ChoiceField(choices=ToolStatus.choices)
+    tool_call_id = serializers.CharField(allow_null=True)
+    metadata = serializers.DictField()
+    created_event_seq = serializers.IntegerField(min_value=0)
+    event_seq = serializers.IntegerField(min_value=0)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class RecordRowSerializer(serializers.Serializer[Any]):
+    """A record row (``representations.record_row``); ``content`` is a string or a block list."""
+
+    id = serializers.CharField()
+    position = serializers.IntegerField(min_value=1)
+    role = serializers.CharField()
+    content = Any_()
+    tool_call_id = serializers.CharField(allow_null=True)
+    is_error = serializers.BooleanField()
+    source_id = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ToolCallRowSerializer(serializers.Serializer[Any]):
+    """A tool-call row (``representations.tool_call_row``)."""
+
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = Any_()
+    status = serializers.ChoiceField(choices=ToolStatus.choices)
+    interrupt_reason = serializers.CharField(allow_null=True)
+    display_text = serializers.CharField()
+    result = Any_(allow_null=True)
+    error = Any_(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    event_seq = serializers.IntegerField(min_value=0)
+
+
+def page_serializer(name: str, row: type[serializers.Serializer[Any]]) -> type[Any]:
+    """A page serializer ``{"results": [row], "next_cursor", "total"}`` named ``name``."""
+    fields = {
+        "results": row(many=True),
+        "next_cursor": serializers.CharField(allow_null=True),
+        "total": serializers.IntegerField(min_value=0),
+        "__doc__": f"A page of {row.__name__.removesuffix('Serializer')} rows.",
+    }
+    return type(name, (serializers.Serializer,), fields)
+
+
+ConversationPageSerializer = page_serializer("ConversationPageSerializer", SummarySerializer)
+DisplayPageSerializer = page_serializer("DisplayPageSerializer", DisplayRowSerializer)
+RecordPageSerializer = page_serializer("RecordPageSerializer", RecordRowSerializer)
+ToolCallPageSerializer = page_serializer("ToolCallPageSerializer", ToolCallRowSerializer)
+
+
+class TranscriptMessageSerializer(serializers.Serializer[Any]):
+    """``{"role", "content"}`` (agentfootprint ``TranscriptMessage``)."""
+
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    content = serializers.CharField()
+
+
+class TranscriptSerializer(serializers.Serializer[Any]):
+    """``GET conversations/{id}/transcript/``."""
+
+    conversation_id = serializers.UUIDField()
+    messages = TranscriptMessageSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class PendingSerializer(serializers.Serializer[Any]):
+    """``{"pending": <PendingAsk> or null}``."""
+
+    pending = serializers.DictField(allow_null=True)
+
+
+class WsTicketSerializer(serializers.Serializer[Any]):
+    """``POST ws-ticket/``: a signed ticket for ``?ticket=``, valid for ``expires_in`` seconds."""
+
+    ticket = serializers.CharField()
+    expires_in = serializers.IntegerField()
+
+
+class WireRequestSerializer(serializers.Serializer[Any]):
+    """``POST session/``: ``{"op"}`` or ``{"op", "sessionId"}``."""
+
+    op = serializers.ChoiceField(choices=["session-list", "session-transcript", "session-pending"])
+    sessionId = serializers.CharField(required=False)  # agentfootprint spelling
+
+
+class WireSessionSerializer(serializers.Serializer[Any]):
+    """agentfootprint ``SessionSummary``."""
+
+    sessionId = serializers.UUIDField()
+    savedAt = serializers.IntegerField()
+    format = serializers.CharField()
+    messageCount = serializers.IntegerField()
+
+
+class WireTranscriptSerializer(serializers.Serializer[Any]):
+    """``{"sessionId", "messages"}``."""
+
+    sessionId = serializers.UUIDField()
+    messages = TranscriptMessageSerializer(many=True)
+
+
+class WireResponseSerializer(serializers.Serializer[Any]):
+    """One of ``{"sessions"}``, ``{"transcript"}``, ``{"pending"}``, by op."""
+
+    sessions = WireSessionSerializer(many=True, required=False)
+    transcript = WireTranscriptSerializer(required=False)
+    pending = serializers.DictField(allow_null=True, required=False)

@@ -1,0 +1,59 @@
+"""The API's routes (DESIGN.md section 5); the host mounts them, e.g. under ``/api/``.
+
+Conversation ids are matched as any single path segment (``<str:id>``) so that malformed ids reach
+the view and get the same 404 as foreign and missing ones.
+"""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from murmur_conversations.api.session_wire import SessionWireView
+from murmur_conversations.api.viewsets import ConversationViewSet, RecordViewSet
+from murmur_conversations.api.ws_ticket import WsTicketView
+
+app_name = "murmur_conversations"
+
+_DETAIL = "conversations/<str:id>/"
+
+urlpatterns = [
+    path(
+        "conversations/",
+        ConversationViewSet.as_view({"get": "page"}),
+        name="conversation-list",
+    ),
+    path(
+        _DETAIL,
+        ConversationViewSet.as_view(
+            {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="conversation-detail",
+    ),
+    path(
+        _DETAIL + "display-messages/",
+        ConversationViewSet.as_view({"get": "display_messages"}),
+        name="conversation-display-messages",
+    ),
+    path(
+        _DETAIL + "record/",
+        RecordViewSet.as_view({"get": "record"}),
+        name="conversation-record",
+    ),
+    path(
+        _DETAIL + "transcript/",
+        ConversationViewSet.as_view({"get": "transcript"}),
+        name="conversation-transcript",
+    ),
+    path(
+        _DETAIL + "pending/",
+        ConversationViewSet.as_view({"get": "pending"}),
+        name="conversation-pending",
+    ),
+    path(
+        _DETAIL + "tool-calls/",
+        ConversationViewSet.as_view({"get": "tool_calls"}),
+        name="conversation-tool-calls",
+    ),
+    path("ws-ticket/", WsTicketView.as_view(), name="ws-ticket"),
+    path("session/", SessionWireView.as_view(), name="session"),
+]

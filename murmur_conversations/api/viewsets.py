@@ -1,0 +1,293 @@
+"""The conversation routes (DESIGN.md section 5): list, detail, PATCH, DELETE, display rows,
+record, transcript, pending ask and tool calls, all owner-scoped through ``selectors``.
+
+Views are thin: they read parameters, ask selectors and services, and shape rows with
+``representations``. Each route makes a fixed number of queries whatever the conversation's length
+(authentication, the scoped lookup, the page, and a count where ``total`` is not a counter).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from rest_framework import exceptions, status
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from murmur_conversations import services
+from murmur_conversations.api import serializers as docs
+from murmur_conversations.api.base import ConversationScopedViewSet
+from murmur_conversations.api.exceptions import (
+    ConversationGone,
+    InvalidCursor,
+    InvalidField,
+    Unavailable,
+)
+from murmur_conversations.api.pagination import (
+    CursorBinding,
+    body,
+    keyset_page,
+    page_limit,
+    transcript_limit,
+)
+from murmur_conversations.api.params import read_patch, read_since, read_status_filter
+from murmur_conversations.api.schema import (
+    CURSOR_PARAM,
+    ID_PARAM,
+    LIMIT_PARAM,
+    Param,
+    document,
+)
+from murmur_conversations.exceptions import (
+    ConversationNotFound,
+    InvalidContent,
+    WriteConflict,
+)
+from murmur_conversations.models import DisplayMessage, Message, ToolCall
+from murmur_conversations.representations import (
+    detail_row,
+    display_row,
+    iso,
+    record_row,
+    summary_row,
+    tool_call_row,
+)
+from murmur_conversations.selectors import conversations_for, transcript
+
+PAGE_PARAMS = [LIMIT_PARAM, CURSOR_PARAM]
+ERROR_RESPONSES: dict[int, Any] = dict.fromkeys((400, 401, 403, 404, 429), docs.ErrorSerializer)
+WRITE_ERRORS: dict[int, Any] = {**ERROR_RESPONSES, 503: docs.ErrorSerializer}
+SINCE_PARAM: Param = (
+    "since",
+    str,
+    "query",
+    "Only rows changed after this event_seq (an integer >= 0).",
+)
+STATUS_PARAM: Param = ("status", str, "query", "Only tool calls with this status.")
+
+
+def _int_key(key: list[Any] | None, size: int) -> list[int] | None:
+    """A keyset of ``size`` integers from a signed cursor (signed by us; checked all the same)."""
+    if key is None:
+        return None
+    if len(key) != size or not all(type(part) is int for part in key):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it")
+    return key
+
+
+class ConversationViewSet(ConversationScopedViewSet):
+    """The caller's conversations and everything inside one of them."""
+
+    def _scope(self) -> str:
+        return str(self.conversation.pk)
+
+    # ------------------------------------------------------------------ conversations
+
+    @document(
+        summary="The caller's conversations, saved_at desc then id desc",
+        params=PAGE_PARAMS,
+        responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
+    )
+    def page(self, request: Request) -> Response:
+        """A page of summary rows; ``total`` counts the caller's conversations. (Not named
+        ``list``: the body is one page object, and schema tools read ``list`` as an array.)"""
+        binding = CursorBinding("conversations", str(request.user.pk))
+        key = binding.read(request.query_params.get("cursor"))
+        limit = page_limit(request.query_params)
+        scoped = conversations_for(request.user)
+        rows = scoped
+        if key is not None:
+            saved_at, pk = _conversation_key(key)
+            rows = rows.filter(Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk))
+        fetched = list(rows[: limit + 1])
+        page = keyset_page(
+            fetched, limit=limit, binding=binding, key_of=lambda c: [iso(c.saved_at), str(c.pk)]
+        )
+        results = [summary_row(c) for c in page.rows]
+        return Response(body(results, page, scoped.count()))
+
+    @document(
+        summary="One conversation: the summary row plus metadata",
+        params=[ID_PARAM],
+        responses={200: docs.DetailSerializer, **ERROR_RESPONSES},
+    )
+    def retrieve(self, request: Request, id: str) -> Response:
+        """``detail_row`` of the conversation."""
+        return Response(detail_row(self.conversation))
+
+    @document(
+        summary="Replace the title and/or metadata",
+        params=[ID_PARAM],
+        request=docs.PatchSerializer,
+        responses={200: docs.DetailSerializer, **WRITE_ERRORS},
+    )
+    def partial_update(self, request: Request, id: str) -> Response:
+        """Through ``services.update_conversation``; 400 ``invalid_field`` for a body that is not
+        an object, another key or a bad value."""
+        try:
+            data = request.data
+        except (exceptions.ParseError, exceptions.UnsupportedMediaType):
+            raise InvalidField("the body must be a JSON object (application/json)") from None
+        fields = read_patch(data)
+        try:
+            updated = services.update_conversation(conversation=self.conversation, **fields)
+        except InvalidContent as error:
+            raise InvalidField(str(error)) from None
+        except ConversationNotFound:
+            raise ConversationGone() from None
+        except WriteConflict:
+            raise Unavailable() from None
+        return Response(detail_row(updated))
+
+    @document(
+        summary="Delete the conversation and everything in it",
+        params=[ID_PARAM],
+        responses={204: None, **WRITE_ERRORS},
+    )
+    def destroy(self, request: Request, id: str) -> Response:
+        """Through ``services.delete_conversation``; 204."""
+        try:
+            services.delete_conversation(conversation=self.conversation)
+        except ConversationNotFound:
+            raise ConversationGone() from None
+        except WriteConflict:
+            raise Unavailable() from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    # ------------------------------------------------------------------ inside one
+
+    @document(
+        summary="Display rows, seq desc; with since, rows changed after it by (event_seq, seq)",
+        params=[ID_PARAM, *PAGE_PARAMS, SINCE_PARAM],
+        responses={200: docs.DisplayPageSerializer, **ERROR_RESPONSES},
+    )
+    def display_messages(self, request: Request, id: str) -> Response:
+        """Newest first; ``total`` is ``last_seq`` (seqs are gapless). With ``since``: every row
+        whose ``event_seq > since`` oldest change first, ``total`` counts them."""
+        since = read_since(request.query_params)
+        rows = DisplayMessage.objects.filter(conversation=self.conversation)
+        if since is None:
+            binding = CursorBinding("display", self._scope())
+            after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+            limit = page_limit(request.query_params)
+            if after is not None:
+                rows = rows.filter(seq__lt=after[0])
+            fetched = list(rows.order_by("-seq")[: limit + 1])
+            page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda r: [r.seq])
+            total = self.conversation.last_seq
+        else:
+            binding = CursorBinding("since", self._scope(), (("since", str(since)),))
+            after = _int_key(binding.read(request.query_params.get("cursor")), 2)
+            limit = page_limit(request.query_params)
+            changed = rows.filter(event_seq__gt=since)
+            total = changed.count()
+            if after is not None:
+                changed = changed.filter(
+                    Q(event_seq__gt=after[0]) | Q(event_seq=after[0], seq__gt=after[1])
+                )
+            fetched = list(changed.order_by("event_seq", "seq")[: limit + 1])
+            page = keyset_page(
+                fetched, limit=limit, binding=binding, key_of=lambda r: [r.event_seq, r.seq]
+            )
+        return Response(body([display_row(r) for r in page.rows], page, total))
+
+    @document(
+        summary="The durable record, position desc",
+        params=[ID_PARAM, *PAGE_PARAMS],
+        responses={200: docs.RecordPageSerializer, **ERROR_RESPONSES},
+    )
+    def record(self, request: Request, id: str) -> Response:
+        """Newest first; ``total`` is ``record_length``."""
+        binding = CursorBinding("record", self._scope())
+        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+        limit = page_limit(request.query_params)
+        rows = Message.objects.filter(conversation=self.conversation)
+        if after is not None:
+            rows = rows.filter(position__lt=after[0])
+        fetched = list(rows.order_by("-position")[: limit + 1])
+        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda m: [m.position])
+        results = [record_row(m) for m in page.rows]
+        return Response(body(results, page, self.conversation.record_length))
+
+    @document(
+        summary="The transcript (agentfootprint projection), oldest first",
+        params=[
+            ID_PARAM,
+            ("limit", str, "query", "Messages per page; default and maximum 1000."),
+            CURSOR_PARAM,
+        ],
+        responses={200: docs.TranscriptSerializer, **ERROR_RESPONSES},
+    )
+    def transcript(self, request: Request, id: str) -> Response:
+        """``{"conversation_id", "messages", "next_cursor"}``; ``limit`` 1..1,000 (default 1,000)."""
+        binding = CursorBinding("transcript", self._scope())
+        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+        limit = transcript_limit(request.query_params)
+        entries = list(
+            transcript(self.conversation, after_position=after[0] if after else 0, limit=limit + 1)
+        )
+        page = keyset_page(entries, limit=limit, binding=binding, key_of=lambda e: [e[0]])
+        return Response(
+            {
+                "conversation_id": str(self.conversation.pk),
+                "messages": [entry for _position, entry in page.rows],
+                "next_cursor": page.next_cursor,
+            }
+        )
+
+    @document(
+        summary="The pending ask (agentfootprint PendingAsk) or null",
+        params=[ID_PARAM],
+        responses={200: docs.PendingSerializer, **ERROR_RESPONSES},
+    )
+    def pending(self, request: Request, id: str) -> Response:
+        """``{"pending": <PendingAsk> or null}``."""
+        return Response({"pending": self.conversation.pending_ask})
+
+    @document(
+        summary="Tool calls, newest created first; optionally one status",
+        params=[ID_PARAM, *PAGE_PARAMS, STATUS_PARAM],
+        responses={200: docs.ToolCallPageSerializer, **ERROR_RESPONSES},
+    )
+    def tool_calls(self, request: Request, id: str) -> Response:
+        """Newest first (``id`` desc); ``total`` counts the matching calls."""
+        wanted = read_status_filter(request.query_params)
+        binding = CursorBinding("tool-calls", self._scope(), (("status", wanted or ""),))
+        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+        limit = page_limit(request.query_params)
+        calls = ToolCall.objects.filter(conversation=self.conversation)
+        if wanted is not None:
+            calls = calls.filter(status=wanted)
+        total = calls.count()
+        if after is not None:
+            calls = calls.filter(pk__lt=after[0])
+        fetched = list(calls.order_by("-pk")[: limit + 1])
+        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda c: [c.pk])
+        return Response(body([tool_call_row(c) for c in page.rows], page, total))
+
+
+def _conversation_key(key: list[Any]) -> tuple[datetime, uuid.UUID]:
+    """``(saved_at, id)`` of a conversation-list cursor."""
+    try:
+        saved_at, pk = key
+        return datetime.fromisoformat(saved_at.replace("Z", "+00:00")), uuid.UUID(pk)
+    except (TypeError, ValueError, AttributeError):
+        raise InvalidCursor(
+            "cursor is not valid for this listing; start again without it"
+        ) from None
+
+
+class RecordViewSet(ConversationViewSet):
+    """``GET conversations/{id}/record/``: the record route, with its own authentication list.
+
+    Plug-in hook tokens (DESIGN.md section 6) are added here by extending
+    :meth:`get_authentication_classes`; the page itself is ``ConversationViewSet.record``.
+    """
+
+    def get_authentication_classes(self) -> list[type[BaseAuthentication]]:
+        """The host's classes (the hook scheme is prepended when hooks are wired in)."""
+        return super().get_authentication_classes()

@@ -1,0 +1,53 @@
+"""Shared pieces of the API tests (DESIGN.md section 5): token clients and response comparison."""
+
+from __future__ import annotations
+
+import uuid
+
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+API = "/api/"
+#: The one not-found body, byte for byte.
+NOT_FOUND = b'{"detail":"Not found.","code":"not_found"}'
+DETAIL_ROUTES = ("", "display-messages/", "record/", "transcript/", "pending/", "tool-calls/")
+#: Spellings that name no conversation: each must answer like a missing one.
+MALFORMED_IDS = (
+    "nope",
+    "0",
+    "%20",
+    "..",
+    "12345678123456781234567812345678",
+    "{12345678-1234-5678-1234-567812345678}",
+    "urn:uuid:12345678-1234-5678-1234-567812345678",
+    "%E2%98%83",
+)
+
+
+def token_client(user) -> APIClient:
+    """An APIClient authenticated with a DRF token for ``user``."""
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def url(conversation_id, route: str = "") -> str:
+    """``/api/conversations/<id>/<route>``."""
+    return f"{API}conversations/{conversation_id}/{route}"
+
+
+def missing_id() -> str:
+    return str(uuid.uuid4())
+
+
+def malformed_variants(conversation) -> list[str]:
+    """Malformed spellings, including non-canonical spellings of a real (own) id."""
+    text = str(conversation.pk)
+    return [*MALFORMED_IDS, text.upper(), text.replace("-", ""), text + "x", "%20" + text]
+
+
+def shape(response) -> tuple:
+    """Status, body bytes and headers except Date: what must be identical for denials."""
+    headers = tuple(sorted((k, v) for k, v in response.headers.items() if k.lower() != "date"))
+    return response.status_code, response.content, headers
