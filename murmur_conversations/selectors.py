@@ -54,6 +54,17 @@ def conversation_for(user: Any, conversation_id: Any) -> Conversation | None:
     return conversations_for(user).filter(pk=pk).first()
 
 
+def conversation_for_hook(
+    token_conversation_id: uuid.UUID, conversation_id: Any
+) -> Conversation | None:
+    """The conversation a plug-in hook token may read: ``conversation_id`` (canonical form) must be
+    the token's conversation and exist; None otherwise, like a missing one (DESIGN.md section 6)."""
+    pk = parse_conversation_id(conversation_id)
+    if pk is None or pk != token_conversation_id:
+        return None
+    return Conversation.objects.filter(pk=pk).first()
+
+
 def transcript(
     conversation: Conversation, *, after_position: int = 0, limit: int | None = None
 ) -> Iterator[tuple[int, dict[str, str]]]:

@@ -27,6 +27,12 @@ from murmur_conversations.api.exceptions import (
     InvalidField,
     Unavailable,
 )
+from murmur_conversations.api.hook_auth import (
+    IsActiveUserOrHook,
+    MurmurHookAuthentication,
+    NotGranted,
+    hook_token,
+)
 from murmur_conversations.api.pagination import (
     CursorBinding,
     body,
@@ -47,6 +53,7 @@ from murmur_conversations.exceptions import (
     InvalidContent,
     WriteConflict,
 )
+from murmur_conversations.hooks import is_granted
 from murmur_conversations.models import DisplayMessage, Message, ToolCall
 from murmur_conversations.representations import (
     detail_row,
@@ -56,7 +63,7 @@ from murmur_conversations.representations import (
     summary_row,
     tool_call_row,
 )
-from murmur_conversations.selectors import conversations_for, transcript
+from murmur_conversations.selectors import conversation_for_hook, conversations_for, transcript
 
 PAGE_PARAMS = [LIMIT_PARAM, CURSOR_PARAM]
 ERROR_RESPONSES: dict[int, Any] = dict.fromkeys((400, 401, 403, 404, 429), docs.ErrorSerializer)
@@ -282,12 +289,37 @@ def _conversation_key(key: list[Any]) -> tuple[datetime, uuid.UUID]:
 
 
 class RecordViewSet(ConversationViewSet):
-    """``GET conversations/{id}/record/``: the record route, with its own authentication list.
+    """``GET conversations/{id}/record/`` for users and plug-in hooks (DESIGN.md section 6).
 
-    Plug-in hook tokens (DESIGN.md section 6) are added here by extending
-    :meth:`get_authentication_classes`; the page itself is ``ConversationViewSet.record``.
+    Authenticates with ``[MurmurHookAuthentication, *host classes]``. For a hook request the
+    conversation must be the token's (else the same 404 as a missing one), then the hook needs its
+    grant (else 403 ``not_granted``), re-checked on every request; the page itself is
+    ``ConversationViewSet.record``.
     """
 
+    permission_classes = (IsActiveUserOrHook,)
+
     def get_authentication_classes(self) -> list[type[BaseAuthentication]]:
-        """The host's classes (the hook scheme is prepended when hooks are wired in)."""
-        return super().get_authentication_classes()
+        """The hook scheme first, then the host's classes."""
+        return [MurmurHookAuthentication, *super().get_authentication_classes()]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        token = hook_token(request)  # authenticates the request
+        if token is None:
+            super().initial(request, *args, **kwargs)
+            return
+        super(ConversationScopedViewSet, self).initial(request, *args, **kwargs)
+        self.check_method_allowed(request)
+        conversation = conversation_for_hook(
+            token.conversation_id, kwargs.get(self.lookup_url_kwarg)
+        )
+        if conversation is None:
+            raise ConversationGone()
+        if not is_granted(token.hook):
+            raise NotGranted()
+        self.conversation = conversation
+
+    def _scope(self) -> str:
+        token = hook_token(self.request)
+        base = super()._scope()
+        return base if token is None else f"{base}:hook:{token.hook}"
