@@ -1,0 +1,138 @@
+"""Exports of the durable record (DESIGN.md section 8): murmur JSON Lines and an OpenAI list.
+
+Murmur lines are the stored raw line when the conversation was imported from murmur (kept as a
+source record under the message id), else compact JSON (``ensure_ascii=False``) with the keys
+``role, content, id``, then ``tool_call_id`` and ``is_error`` for tool results (``is_error`` also
+whenever true), ``source_id`` when set, then the ``extra`` keys in stored order. Importing that output
+as murmur and exporting again gives the same bytes. Reads go in chunks, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+from murmur_conversations.models import Conversation, Message, SourceRecord
+
+CHUNK: Final = 500
+MURMUR: Final = "murmur"
+#: Message keys the OpenAI Chat Completions API knows besides role, content and tool_call_id.
+OPENAI_KEYS: Final = ("name", "tool_calls", "refusal", "audio", "function_call")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _messages(conversation: Conversation) -> Iterator[list[Message]]:
+    """The record in position order, in chunks of :data:`CHUNK`."""
+    chunk: list[Message] = []
+    for message in (
+        Message.objects.filter(conversation=conversation)
+        .order_by("position")
+        .iterator(chunk_size=CHUNK)
+    ):
+        chunk.append(message)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def murmur_message(message: Message) -> dict[str, Any]:
+    """The murmur record line of a message, as a dict in export key order."""
+    line: dict[str, Any] = {
+        "role": message.role,
+        "content": message.content,
+        "id": message.message_id,
+    }
+    if message.tool_call_id:
+        line["tool_call_id"] = message.tool_call_id
+    if message.tool_call_id or message.is_error:
+        line["is_error"] = message.is_error
+    if message.source_id:
+        line["source_id"] = message.source_id
+    for key, value in message.extra.items():
+        line.setdefault(key, value)
+    return line
+
+
+def export_murmur(conversation: Conversation) -> Iterator[str]:
+    """The conversation as murmur JSON Lines, one ``\\n``-terminated line per record message."""
+    for chunk in _messages(conversation):
+        raw: dict[str, str] = {}
+        if conversation.source == MURMUR:
+            raw = dict(
+                SourceRecord.objects.filter(
+                    conversation=conversation,
+                    source=MURMUR,
+                    source_key__in=[m.message_id for m in chunk],
+                ).values_list("source_key", "raw")
+            )
+        for message in chunk:
+            yield raw.get(message.message_id) or _compact(murmur_message(message))
+            yield "\n"
+
+
+def _openai_calls(content: Any) -> list[dict[str, Any]]:
+    calls = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_call":
+            arguments = block.get("input", {})
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name"),
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else _compact(arguments),
+                    },
+                }
+            )
+    return calls
+
+
+def openai_message(message: Message) -> dict[str, Any]:
+    """A record message as an OpenAI Chat Completions message: ``tool_call`` blocks become
+    ``tool_calls`` (unless the message already carries them), thinking blocks are left out, content
+    without text is ``null`` beside tool calls; only keys the API knows are kept."""
+    content: Any = message.content
+    calls = _openai_calls(content)
+    if isinstance(content, list):
+        content = [
+            b
+            for b in content
+            if not (isinstance(b, dict) and b.get("type") in ("tool_call", "thinking"))
+        ]
+    extra_calls = message.extra.get("tool_calls")
+    if (extra_calls or calls) and content in ("", []):
+        content = None
+    out: dict[str, Any] = {"role": message.role, "content": content}
+    for key in OPENAI_KEYS:
+        if key in message.extra:
+            out[key] = message.extra[key]
+    if calls and "tool_calls" not in out:
+        out["tool_calls"] = calls
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def export_openai(conversation: Conversation) -> Iterator[str]:
+    """The conversation as one OpenAI message list: a compact JSON array and a newline."""
+    yield "["
+    first = True
+    for chunk in _messages(conversation):
+        for message in chunk:
+            if not first:
+                yield ","
+            first = False
+            yield _compact(openai_message(message))
+    yield "]\n"
+
+
+EXPORTERS: Final = {"murmur": export_murmur, "openai": export_openai}

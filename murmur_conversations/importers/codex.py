@@ -1,0 +1,51 @@
+"""Codex, ``--format codex``: a session rollout or a ``codex exec --json`` stream, told apart by the
+first line (FORMATS.md sections 3 and 3b). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from murmur_conversations.importers import codex_exec, codex_rollout
+from murmur_conversations.importers.records import (
+    Item,
+    ParseContext,
+    Parser,
+    SourceLine,
+    parse_json,
+)
+
+NAME = "codex"
+
+
+class CodexParser:
+    """Hands the lines to the rollout or the exec parser, chosen by the first line."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.context = context
+        self.inner: Parser | None = None
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """Choose the parser on the first line, then delegate."""
+        if self.inner is None:
+            value, _ = parse_json(line.text)
+            exec_stream = isinstance(value, dict) and codex_exec.sniff(value)
+            self.inner = (
+                codex_exec.ExecParser(self.context)
+                if exec_stream
+                else codex_rollout.RolloutParser(self.context)
+            )
+        return self.inner.feed(line)
+
+    def finish(self) -> list[Item]:
+        """Delegate."""
+        return self.inner.finish() if self.inner is not None else []
+
+
+def parser(context: ParseContext) -> CodexParser:
+    """A parser for one Codex rollout or exec stream."""
+    return CodexParser(context)
+
+
+def sniff(first: dict[str, Any]) -> bool:
+    """Whether a first line is Codex's (either stream)."""
+    return codex_rollout.sniff(first) or codex_exec.sniff(first)

@@ -1,0 +1,152 @@
+"""``codex exec --json`` streams (FORMATS.md section 3b; DESIGN.md section 8). Pure.
+
+Every line is kept verbatim. Items are upserted by ``item.id`` (last state wins): ``reasoning`` and
+``agent_message`` items become assistant ``thinking``/``text`` messages when completed; an item with
+a ``status`` (``command_execution``, ``file_change``, ``mcp_tool_call``...) is a tool call named by its
+type, with the item id as call id: its call message when first seen (``executing`` while
+``in_progress``), its result when completed (``aggregated_output``, else the item), failed when the
+status is ``failed`` or the exit code is not 0. Key: ``thread.started.thread_id``, else
+``--conversation-id``. The user's prompt is not in the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from murmur_conversations.importers.records import (
+    Begin,
+    Item,
+    Kept,
+    ParseContext,
+    Parsed,
+    SourceLine,
+    ToolUpdate,
+    parse_line,
+    sha256_hex,
+    unknown_key,
+    with_id,
+)
+
+KNOWN_TYPES = frozenset(
+    {
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+        "error",
+    }
+)
+_TOOL_INPUT_SKIP = ("id", "type", "status", "aggregated_output", "exit_code")
+
+
+class ExecParser:
+    """Parser for one ``codex exec --json`` stream; see the module docstring."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.key: str | None = context.conversation_id or None
+        self.begun = False
+        self.held: list[Item] = []
+        self.calls: set[str] = set()  # item ids whose call message was given
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """One stream line: kept, and read when it is an item event."""
+        value, problem = parse_line(line)
+        if problem is not None:
+            return [problem]
+        assert value is not None
+        kind = value.get("type")
+        if (
+            kind == "thread.started"
+            and self.key is None
+            and isinstance(value.get("thread_id"), str)
+        ):
+            self.key = value["thread_id"] or None
+        record_type = kind[:64] if isinstance(kind, str) else "unknown"
+        items: list[Item] = [
+            Kept(
+                unknown_key(line.text),
+                line.number,
+                line.text,
+                record_type,
+                unknown=kind not in KNOWN_TYPES,
+            )
+        ]
+        item = value.get("item")
+        if isinstance(kind, str) and kind.startswith("item.") and isinstance(item, dict):
+            items.extend(self._item(kind, item, line.number))
+        return self._release(items)
+
+    def _item(self, kind: str, item: dict[str, Any], line: int) -> list[Item]:
+        item_id, item_type = item.get("id"), item.get("type")
+        if not isinstance(item_id, str) or not isinstance(item_type, str):
+            return []
+        if "status" not in item:
+            if kind != "item.completed":
+                return []
+            text = item.get("text", "")
+            block_type = "thinking" if item_type == "reasoning" else "text"
+            if item_type not in ("reasoning", "agent_message"):
+                block = {"type": item_type, "item": item}
+                return [Parsed({"role": "assistant", "content": [block]}, line)]
+            return [
+                Parsed({"role": "assistant", "content": [{"type": block_type, "text": text}]}, line)
+            ]
+        out: list[Item] = []
+        if item_id not in self.calls:
+            self.calls.add(item_id)
+            arguments = {k: v for k, v in item.items() if k not in _TOOL_INPUT_SKIP}
+            call = {"type": "tool_call", "id": item_id, "name": item_type, "input": arguments}
+            out.append(Parsed({"role": "assistant", "content": [call]}, line))
+        status = item.get("status")
+        if kind == "item.completed" or status in ("completed", "failed"):
+            exit_code = item.get("exit_code")
+            failed = status == "failed" or (isinstance(exit_code, int) and exit_code != 0)
+            output = item.get("aggregated_output")
+            content = output if isinstance(output, str) else json.dumps(item, ensure_ascii=False)
+            result = {
+                "role": "tool",
+                "tool_call_id": item_id,
+                "content": content,
+                "is_error": failed,
+            }
+            if exit_code is not None:
+                result["exit_code"] = exit_code
+            out.append(Parsed(result, line))
+        elif status == "in_progress":
+            out.append(ToolUpdate("executing", {"call_id": item_id}, line))
+        return out
+
+    def finish(self) -> list[Item]:
+        """A stream without ``thread.started``: keyed by the hash of its first kept line."""
+        if self.key is None and self.held:
+            first = next((i for i in self.held if isinstance(i, Kept)), None)
+            self.key = sha256_hex(first.raw if first else "")
+        return self._release([])
+
+    def _release(self, items: list[Item]) -> list[Item]:
+        self.held.extend(items)
+        if self.key is None:
+            return []
+        out: list[Item] = [] if self.begun else [Begin(self.key)]
+        self.begun = True
+        last, k = -1, 0
+        for item in self.held:
+            if isinstance(item, Parsed) and item.line is not None:
+                k = k + 1 if item.line == last else 0
+                last = item.line
+                # two index slots per line: a call and its result can share a line
+                index = (item.line - 1) * 2 + k
+                item = Parsed(with_id(self.key, index, item.message), item.line)
+            out.append(item)
+        self.held.clear()
+        return out
+
+
+def sniff(first: dict[str, Any]) -> bool:
+    """Whether a first line looks like a ``codex exec --json`` event."""
+    kind = first.get("type")
+    return isinstance(kind, str) and kind in KNOWN_TYPES and "payload" not in first

@@ -1,0 +1,166 @@
+"""Codex CLI session rollouts, ``rollout-*.jsonl`` (FORMATS.md section 3; DESIGN.md section 8). Pure.
+
+Every line is kept verbatim as a source record. Messages come from ``response_item`` lines only
+(``event_msg`` lines echo them and are kept, not read): ``message`` (``input_text``/``output_text``
+parts as ``text`` blocks; ``developer`` messages and ``<environment_context>``-style user messages
+marked injected), ``reasoning`` (its summary as one ``thinking`` block), ``function_call`` and
+``custom_tool_call`` (a ``tool_call`` block; JSON ``arguments`` parsed), and their ``*_output``
+(a tool result linked by ``call_id``). Key: ``session_meta.payload.id``, else ``--conversation-id``.
+Message ids follow the ``imp_`` rule with the 0-based line index, stable as the rollout grows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from murmur_conversations.importers.records import (
+    Begin,
+    Item,
+    Kept,
+    ParseContext,
+    Parsed,
+    SourceLine,
+    parse_line,
+    sha256_hex,
+    unknown_key,
+    with_id,
+)
+
+KNOWN_LINES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+_INJECTED_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions",
+    "# AGENTS.md",
+    "<INSTRUCTIONS>",
+)
+
+
+def _text_blocks(content: Any) -> list[Any]:
+    blocks: list[Any] = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+        else:
+            blocks.append(part)
+    return blocks
+
+
+def _injected(role: Any, blocks: list[Any]) -> bool:
+    if role == "developer":
+        return True
+    texts = [b.get("text", "") for b in blocks if isinstance(b, dict)]
+    return (
+        role == "user"
+        and bool(texts)
+        and all(t.lstrip().startswith(_INJECTED_PREFIXES) for t in texts)
+    )
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The record message of one ``response_item`` payload, or None for a type not read."""
+    kind = payload.get("type")
+    rest = {k: v for k, v in payload.items() if k not in ("type", "role", "content")}
+    if kind == "message":
+        blocks = _text_blocks(payload.get("content"))
+        message: dict[str, Any] = {"role": payload.get("role"), "content": blocks, **rest}
+        if _injected(payload.get("role"), blocks):
+            message["injected"] = True
+        return message
+    if kind == "reasoning":
+        summary = payload.get("summary")
+        texts = (
+            [s["text"] for s in summary if isinstance(s, dict) and isinstance(s.get("text"), str)]
+            if isinstance(summary, list)
+            else []
+        )
+        return {"role": "assistant", "content": [{"type": "thinking", "text": "\n\n".join(texts)}]}
+    if kind in ("function_call", "custom_tool_call"):
+        args = payload.get("arguments", payload.get("input", {}))
+        return {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_call",
+                    "id": payload.get("call_id"),
+                    "name": payload.get("name") or "",
+                    "input": _arguments(args),
+                }
+            ],
+        }
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = payload.get("output", "")
+        return {
+            "role": "tool",
+            "tool_call_id": payload.get("call_id"),
+            "content": output if isinstance(output, str) else json.dumps(output),
+        }
+    return None
+
+
+class RolloutParser:
+    """Parser for one rollout; see the module docstring."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.key: str | None = context.conversation_id or None
+        self.begun = False
+        self.held: list[Item] = []
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """One rollout line: kept, and read when it is a ``response_item``."""
+        value, problem = parse_line(line)
+        if problem is not None:
+            return [problem]
+        assert value is not None
+        kind = value.get("type")
+        payload = value.get("payload")
+        meta_id = (
+            payload.get("id") if kind == "session_meta" and isinstance(payload, dict) else None
+        )
+        if self.key is None and isinstance(meta_id, str) and meta_id:
+            self.key = meta_id
+        known = kind in KNOWN_LINES and isinstance(payload, dict)
+        record_type = kind[:64] if isinstance(kind, str) else "unknown"
+        items: list[Item] = [
+            Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=not known)
+        ]
+        if kind == "response_item" and isinstance(payload, dict):
+            message = message_of(payload)
+            if message is not None:
+                items.append(Parsed(message, line.number))
+        return self._release(items)
+
+    def finish(self) -> list[Item]:
+        """A rollout without ``session_meta``: keyed by the hash of its first kept line."""
+        if self.key is None and self.held:
+            first = next((i for i in self.held if isinstance(i, Kept)), None)
+            self.key = sha256_hex(first.raw if first else "")
+        return self._release([])
+
+    def _release(self, items: list[Item]) -> list[Item]:
+        self.held.extend(items)
+        if self.key is None:
+            return []
+        out: list[Item] = [] if self.begun else [Begin(self.key)]
+        self.begun = True
+        for item in self.held:
+            if isinstance(item, Parsed) and item.line is not None:
+                item = Parsed(with_id(self.key, item.line - 1, item.message), item.line)
+            out.append(item)
+        self.held.clear()
+        return out
+
+
+def sniff(first: dict[str, Any]) -> bool:
+    """Whether a first line looks like a rollout line: a known ``type`` with a ``payload``."""
+    return first.get("type") in KNOWN_LINES and isinstance(first.get("payload"), dict)

@@ -1,0 +1,156 @@
+"""Message lists as JSON or JSON Lines, shared by the OpenAI and Anthropic parsers (DESIGN.md
+section 8; FORMATS.md section 5). Pure: no Django.
+
+A source is a JSON document (an array of messages, or a request body object with ``messages``) or
+JSON Lines (one message object per line). The conversation key is the sha256 of the canonical JSON
+of the messages as given, up to and including the first assistant message, unless
+``--conversation-id`` names it; items are held back until the key is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from murmur_conversations.importers.records import (
+    Begin,
+    Item,
+    Kept,
+    ParseContext,
+    Parsed,
+    Problem,
+    SourceLine,
+    compact_json,
+    excerpt,
+    key_of_messages,
+    parse_json,
+    parse_line,
+    unknown_key,
+    with_id,
+)
+
+#: Turns one message as the source gives it into the messages of DESIGN.md section 4.
+Convert = Callable[[dict[str, Any]], list[dict[str, Any]]]
+#: Extracts the message list of a request body object: ``(messages, prepended)``.
+Unwrap = Callable[[dict[str, Any]], tuple[Any, list[dict[str, Any]]]]
+
+
+class ListParser:
+    """Parser for one message-list source; see the module docstring."""
+
+    def __init__(self, context: ParseContext, *, convert: Convert, unwrap: Unwrap) -> None:
+        self.context = context
+        self.convert = convert
+        self.unwrap = unwrap
+        self.mode: str | None = None  # "jsonl" or "document"
+        self.document: list[SourceLine] = []
+        self.key: str | None = context.conversation_id or None
+        self.begun = False
+        self.originals: list[Any] = []  # the messages as given, for the key, until it is known
+        self.held: list[tuple[Any, int | None]] = []  # (message, Problem), with its line
+        self.index = 0  # 0-based ordinal of the id rule; a refused item takes one too
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """A JSONL line is read at once; a document's lines are held until ``finish``."""
+        if self.mode is None:
+            value, reason = parse_json(line.text)
+            single = reason is None and isinstance(value, dict) and not _is_body(value)
+            self.mode = "jsonl" if single else "document"
+        if self.mode == "document":
+            self.document.append(line)
+            return []
+        return self._jsonl(line)
+
+    def finish(self) -> list[Item]:
+        """Read a held document, then release everything held back for the key."""
+        items: list[Item] = []
+        if self.document:
+            items.extend(self._read_document())
+        if self.key is None:
+            self.key = key_of_messages(self.originals)
+            items.extend(self._release())
+        return items
+
+    def _jsonl(self, line: SourceLine) -> list[Item]:
+        message, problem = parse_line(line)
+        return self._take(problem if message is None else message, line.number)
+
+    def _read_document(self) -> list[Item]:
+        lines, self.document = self.document, []
+        value, reason = parse_json("\n".join(line.text for line in lines), document=True)
+        if reason is not None and lines[0].text.lstrip().startswith("{"):
+            # Not one document: read it as JSON Lines, so each bad line is reported alone.
+            return [item for line in lines for item in self._jsonl(line)]
+        first = lines[0]
+        if reason is not None:
+            return self._take(Problem(first.number, reason, excerpt(first.text)), None)
+        prepended: list[dict[str, Any]] = []
+        if isinstance(value, dict):
+            value, prepended = self.unwrap(value)
+        if not isinstance(value, list):
+            problem = Problem(
+                first.number,
+                "not a message list (a JSON array of messages, or an object with 'messages')",
+                excerpt(first.text),
+            )
+            return self._take(problem, None)
+        items: list[Item] = []
+        for message in prepended:
+            items.extend(self._take(message, None, for_key=False))
+        for position, message in enumerate(value):
+            if isinstance(message, dict):
+                items.extend(self._take(message, None))
+            else:
+                kind = type(message).__name__
+                items.extend(
+                    self._take(
+                        Problem(None, f"item {position} is a JSON {kind}, not an object"), None
+                    )
+                )
+        return items
+
+    def _take(self, entry: Any, line: int | None, *, for_key: bool = True) -> list[Item]:
+        if isinstance(entry, dict) and for_key:
+            self.originals.append(entry)
+        self.held.append((entry, line))
+        if self.key is None and isinstance(entry, dict) and entry.get("role") == "assistant":
+            self.key = key_of_messages(self.originals)
+        return self._release() if self.key is not None else []
+
+    def _release(self) -> list[Item]:
+        items: list[Item] = []
+        for entry, line in self.held:
+            items.extend(self._items_of(entry, line))
+        self.held.clear()
+        self.originals.clear()
+        return items
+
+    def _begin(self) -> list[Item]:
+        assert self.key is not None
+        if self.begun:
+            return []
+        self.begun = True
+        return [Begin(self.key)]
+
+    def _items_of(self, entry: Any, line: int | None) -> list[Item]:
+        assert self.key is not None
+        self.index += 1
+        if isinstance(entry, Problem):
+            return [entry]
+        if not isinstance(entry.get("role"), str):
+            raw = compact_json(entry)
+            kind = entry.get("type")
+            record_type = kind if isinstance(kind, str) else "unknown"
+            kept = Kept(unknown_key(raw), line, raw, record_type[:64], unknown=True)
+            return [*self._begin(), kept]
+        self.index -= 1
+        items: list[Item] = self._begin()
+        for message in self.convert(entry):
+            items.append(Parsed(with_id(self.key, self.index, message), line))
+            self.index += 1
+        return items
+
+
+def _is_body(value: Any) -> bool:
+    """A one-line request body (``{"messages": [...]}``) is a document, not a JSONL message."""
+    return isinstance(value, dict) and "messages" in value and "role" not in value

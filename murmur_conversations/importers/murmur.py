@@ -1,0 +1,106 @@
+"""Murmur conversation records, ``conversation.jsonl`` (FORMATS.md section 2; DESIGN.md section 8).
+Pure: no Django.
+
+Each line is one message as it entered the model context and is stored as it is; the line itself is
+kept as a source record under the message id, so ``export_conversation`` gives it back byte for
+byte. The conversation key is ``<record>/<context-id>`` from a ``.../<record>/<context-id>/
+conversation.jsonl`` path, else ``--conversation-id``, else the first message's id. A JSON object
+without a string ``role`` is not a message: it is kept as an unknown record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from murmur_conversations.importers.records import (
+    Begin,
+    Item,
+    Kept,
+    ParseContext,
+    Parsed,
+    SourceLine,
+    parse_line,
+    sha256_hex,
+    unknown_key,
+    with_id,
+)
+
+NAME = "murmur"
+FILE_NAME = "conversation.jsonl"
+
+
+def path_key(parts: tuple[str, ...]) -> str | None:
+    """``<record>/<context-id>`` when the path ends ``<record>/<context-id>/conversation.jsonl``."""
+    if len(parts) >= 3 and parts[-1] == FILE_NAME:
+        return f"{parts[-3]}/{parts[-2]}"
+    return None
+
+
+class MurmurParser:
+    """Parser for one murmur record; see the module docstring."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.key = path_key(context.path_parts) or context.conversation_id or None
+        self.held: list[tuple[dict[str, Any], SourceLine]] = []  # before the first message
+        self.begun = False
+        self.index = 0
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """One line: a message (kept with its raw line), an unknown record, or a problem."""
+        value, problem = parse_line(line)
+        if problem is not None:
+            self.index += 1
+            return [problem]
+        assert value is not None
+        if self.key is None:
+            if not isinstance(value.get("role"), str):
+                self.held.append((value, line))
+                return []
+            given = value.get("id")
+            self.key = given if isinstance(given, str) and given else sha256_hex(value)
+            held, self.held = self.held, []
+            items: list[Item] = []
+            for earlier, earlier_line in held:
+                items.extend(self._items(earlier, earlier_line))
+            return [*items, *self._items(value, line)]
+        return self._items(value, line)
+
+    def finish(self) -> list[Item]:
+        """Unknown records of a record without any message still land (keyed by their hash)."""
+        if not self.held:
+            return []
+        self.key = sha256_hex([value for value, _ in self.held])
+        held, self.held = self.held, []
+        items: list[Item] = []
+        for value, line in held:
+            items.extend(self._items(value, line))
+        return items
+
+    def _items(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
+        assert self.key is not None
+        index, self.index = self.index, self.index + 1
+        begin: list[Item] = [] if self.begun else [Begin(self.key)]
+        self.begun = True
+        if not isinstance(value.get("role"), str):
+            kind = value.get("type")
+            record_type = kind[:64] if isinstance(kind, str) else "unknown"
+            return [
+                *begin,
+                Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=True),
+            ]
+        message = with_id(self.key, index, value)
+        return [
+            *begin,
+            Parsed(message, line.number),
+            Kept(message["id"], line.number, line.text, "message"),
+        ]
+
+
+def parser(context: ParseContext) -> MurmurParser:
+    """A parser for one murmur ``conversation.jsonl``."""
+    return MurmurParser(context)
+
+
+def sniff(first: dict[str, Any]) -> bool:
+    """Whether a first JSONL object looks like a murmur message: a string ``role`` and ``id``."""
+    return isinstance(first.get("role"), str) and isinstance(first.get("id"), str)

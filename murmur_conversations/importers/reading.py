@@ -1,0 +1,81 @@
+"""Reading a source as lines: UTF-8 only, BOM and CRLF removed, blank lines skipped, a torn last
+line marked (DESIGN.md section 8 "Bad lines"; FORMATS.md, introduction). No Django here."""
+
+from __future__ import annotations
+
+import codecs
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+from murmur_conversations.importers.records import SourceLine
+
+_CHUNK = 1 << 16
+_BOM = "\ufeff"
+
+
+class NotUTF8(ValueError):
+    """The source is not UTF-8 text; it is refused whole. ``str()`` says where and why."""
+
+
+def check_utf8(stream: IO[bytes]) -> None:
+    """Read ``stream`` to its end in chunks (memory stays bounded) and raise ``NotUTF8`` naming the
+    byte offset of the first invalid sequence; a UTF-16 or UTF-32 byte-order mark is named as such.
+    The caller rewinds the stream."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset = 0
+    first = True
+    while True:
+        chunk = stream.read(_CHUNK)
+        if first and chunk[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            raise NotUTF8("the file is UTF-16 or UTF-32 (byte-order mark); convert it to UTF-8")
+        first = False
+        try:
+            decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as error:
+            data = bytes(error.object)  # bytes held from the previous chunk, then this chunk
+            at = offset - (len(data) - len(chunk)) + error.start
+            raise NotUTF8(
+                f"the file is not UTF-8 (byte 0x{data[error.start]:02x} at offset {at}); "
+                "convert it to UTF-8"
+            ) from None
+        if not chunk:
+            return
+        offset += len(chunk)
+
+
+def spool(stream: IO[bytes]) -> IO[bytes]:
+    """Copy ``stream`` (stdin) into a temporary file, so it can be checked whole and then read; the
+    copy is on disk, so memory stays bounded. The caller closes it."""
+    copy = tempfile.TemporaryFile()  # noqa: SIM115 (returned open, closed by the caller)
+    shutil.copyfileobj(stream, copy, _CHUNK)
+    copy.seek(0)
+    return copy
+
+
+def decode_line(raw: bytes, number: int) -> SourceLine | None:
+    """One raw line (with or without its ``\\n``) as a ``SourceLine``, or None for a blank line.
+    Raises ``NotUTF8`` naming the line when it is not UTF-8 (streams read with ``--follow`` cannot
+    be checked whole first)."""
+    complete = raw.endswith(b"\n")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise NotUTF8(
+            f"line {number} is not UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1})"
+        ) from None
+    if number == 1 and text.startswith(_BOM):
+        text = text[1:]
+    text = text.rstrip("\n").rstrip("\r")
+    if not text.strip():
+        return None
+    return SourceLine(number=number, text=text, complete=complete)
+
+
+def iter_lines(stream: IO[bytes]) -> Iterator[SourceLine]:
+    """The non-blank lines of ``stream``, numbered from 1 (blank lines keep their numbers)."""
+    for number, raw in enumerate(stream, start=1):
+        line = decode_line(raw, number)
+        if line is not None:
+            yield line

@@ -1,0 +1,220 @@
+"""What parsers yield, and the pure helpers they share (DESIGN.md section 8).
+
+No Django and no database here, so parsers can be fuzzed. A parser turns ``SourceLine`` objects into
+a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
+(a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
+``ToolUpdate``, ``StatusChange``, ``Delta`` (streamed text, live only) and ``Problem`` (a refused
+line, with its number and an excerpt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: How many characters of a bad line a report shows.
+EXCERPT_CHARS = 80
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One line of a source: 1-based ``number``, ``text`` without its line ending (and without a
+    UTF-8 BOM on line 1); ``complete`` is false for a last line with no final newline."""
+
+    number: int
+    text: str
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class Begin:
+    """The following items belong to the conversation with this key (``external_id``)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A message dict in the shape of DESIGN.md section 4, always with an ``id``; ``line`` is the
+    1-based source line, or None when the message came from a whole JSON document."""
+
+    message: dict[str, Any]
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A source line kept verbatim (``SourceRecord``). ``unknown`` marks a record type the parser
+    does not read; it is counted, and does not make an import partial."""
+
+    source_key: str
+    line: int | None
+    raw: str
+    record_type: str
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
+class ToolUpdate:
+    """Move a tool call (``services.update_tool_status``); ``info`` has ``call_id`` and the keys the
+    status takes. A move the call has already passed (re-imports) is skipped silently."""
+
+    status: str
+    info: dict[str, Any]
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """Set the conversation status and pending ask (``services.set_status``)."""
+
+    status: str
+    pending_ask: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Streamed text (``services.broadcast_delta``): ephemeral, sent only by ``--follow``."""
+
+    stream_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A refused line (or document): ``line`` is None for a whole document or source."""
+
+    line: int | None
+    reason: str
+    excerpt: str = ""
+
+
+Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Delta | Problem
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What a parser may know besides the lines: the source's file name parts (empty for stdin),
+    and the ``--conversation-id`` option."""
+
+    path_parts: tuple[str, ...] = ()
+    conversation_id: str | None = None
+
+
+class Parser(Protocol):
+    """One source being parsed: ``feed`` each line in order, then ``finish`` once."""
+
+    def feed(self, line: SourceLine) -> list[Item]:
+        """Items produced by this line (possibly none until later lines arrive)."""
+
+    def finish(self) -> list[Item]:
+        """Items still held back when the source ends."""
+
+
+def canonical_json(value: Any) -> str:
+    """DESIGN.md section 8: ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)``; hash its UTF-8 bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(value: Any) -> str:
+    """Hex sha256 of the UTF-8 bytes of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON keeping key order and non-ASCII text (the export line format)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def imported_id(key: str, index: int, message: dict[str, Any]) -> str:
+    """``imp_`` + the first 32 hex of sha256 of the canonical JSON of ``[key, index, message]``:
+    the id of a message (``index`` 0-based) that the source gave none (DESIGN.md section 8)."""
+    return "imp_" + sha256_hex([key, index, message])[:32]
+
+
+def with_id(key: str, index: int, message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its own non-empty string ``id``, else with :func:`imported_id` first."""
+    given = message.get("id")
+    if isinstance(given, str) and given:
+        return message
+    rest = {k: v for k, v in message.items() if k != "id"}
+    return {"id": imported_id(key, index, rest), **rest}
+
+
+def key_of_messages(messages: list[Any]) -> str:
+    """The conversation key of a message list: sha256 hex of the canonical JSON of the messages up
+    to and including the first assistant message (all of them when there is none)."""
+    prefix: list[Any] = []
+    for message in messages:
+        prefix.append(message)
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            break
+    return sha256_hex(prefix)
+
+
+def excerpt(text: str) -> str:
+    """At most :data:`EXCERPT_CHARS` characters of ``text``, control characters escaped."""
+    short = text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in short)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
+    """``(value, None)`` for valid JSON text, else ``(None, reason)``; the reason names the column
+    (and the line, for a ``document`` of several lines). NaN and Infinity are refused; so is
+    nesting too deep to read."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant), None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}" if document else f"column {error.colno}"
+        return None, f"not JSON ({error.msg} at {where})"
+    except (ValueError, RecursionError) as error:
+        return None, f"not JSON ({error})"
+
+
+def parse_line(line: SourceLine) -> tuple[dict[str, Any] | None, Problem | None]:
+    """The JSON object on ``line``, or the ``Problem`` that refuses it (a torn last line, text that
+    is not JSON, or JSON that is not an object)."""
+    value, reason = parse_json(line.text)
+    if reason is not None:
+        if not line.complete:
+            reason = "torn last line (no final newline; the writer stopped mid-line)"
+        return None, Problem(line.number, reason, excerpt(line.text))
+    if not isinstance(value, dict):
+        return None, Problem(
+            line.number, f"a JSON {type(value).__name__}, not an object", excerpt(line.text)
+        )
+    return value, None
+
+
+def unknown_key(raw: str) -> str:
+    """The source key of a kept line that has no id of its own: ``raw:`` + 32 hex of its sha256,
+    so the same line is kept once however often it is imported."""
+    return "raw:" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def first_text(content: Any, limit: int = 80) -> str:
+    """A short title from message content: the string, or its first ``text`` block."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = next(
+            (
+                b["text"]
+                for b in content
+                if isinstance(b, dict)
+                and b.get("type") == "text"
+                and isinstance(b.get("text"), str)
+            ),
+            "",
+        )
+    else:
+        text = ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,39 @@
+"""``manage.py export_conversation ID [--format murmur|openai]``: write a conversation's record to
+stdout (``exporters``; DESIGN.md section 8). Exit 0, or 2 for an unknown or malformed id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from murmur_conversations.exporters import EXPORTERS
+from murmur_conversations.models import Conversation
+from murmur_conversations.selectors import parse_conversation_id
+
+
+class Command(BaseCommand):
+    help = (
+        "Write a conversation's record to stdout as murmur JSON Lines (default) or an OpenAI list."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("conversation", metavar="ID", help="the conversation id (a UUID)")
+        parser.add_argument("--format", default="murmur", help="murmur (default) or openai")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        exporter = EXPORTERS.get(options["format"])
+        if exporter is None:
+            raise CommandError(
+                f"unknown --format {options['format']!r}; use {' or '.join(EXPORTERS)}",
+                returncode=2,
+            )
+        pk = parse_conversation_id(options["conversation"])
+        conversation = None if pk is None else Conversation.objects.filter(pk=pk).first()
+        if conversation is None:
+            raise CommandError(
+                f"no conversation {options['conversation']!r} (ids are lowercase UUIDs)",
+                returncode=2,
+            )
+        for text in exporter(conversation):
+            self.stdout.write(text, ending="")

@@ -1,0 +1,216 @@
+"""``manage.py import_conversations``: bring agent logs and message lists in (DESIGN.md section 8).
+
+Exit codes: 0 complete; 1 when any line or source was refused; 2 when no source had a usable line,
+and for usage errors (unknown owner or format, ``--follow`` with several sources, a missing file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Final
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from murmur_conversations.importers import registry
+from murmur_conversations.importers.base import Outcome, run_import
+from murmur_conversations.importers.reading import NotUTF8, check_utf8, iter_lines, spool
+from murmur_conversations.importers.records import ParseContext, Problem, SourceLine
+
+#: A progress bar is shown on a terminal, or for sources at least this large (bytes).
+LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
+STDIN: Final = "-"
+
+
+def _progress(lines: Iterator[SourceLine], total: int | None, name: str) -> Iterator[SourceLine]:
+    """``lines``, with a tqdm bar on stderr when stderr is a terminal or the source is long."""
+    show = sys.stderr.isatty() or (total or 0) >= LONG_IMPORT_BYTES
+    if not show:
+        yield from lines
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="B", unit_scale=True, desc=name, file=sys.stderr) as bar:
+        for line in lines:
+            bar.update(len(line.text.encode("utf-8", "surrogatepass")) + 1)
+            yield line
+
+
+class Command(BaseCommand):
+    help = (
+        "Import conversations from agent logs and message lists (murmur records, OpenAI and "
+        "Anthropic message lists, agentfootprint envelopes). '-' reads stdin."
+    )
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="files to import; - is stdin")
+        parser.add_argument("--owner", required=True, help="the owner's username (USERNAME_FIELD)")
+        parser.add_argument(
+            "--format",
+            default="auto",
+            help=f"auto (default) or one of: {', '.join(registry.FORMAT_NAMES)}",
+        )
+        parser.add_argument(
+            "--conversation-id", metavar="ID", help="the conversation key to import into"
+        )
+        parser.add_argument(
+            "--follow", action="store_true", help="ingest one live stream line by line"
+        )
+        parser.add_argument("--dry-run", action="store_true", help="read and check; write nothing")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        fmt = options["format"]
+        paths: list[str] = options["paths"]
+        self._check_format(fmt)
+        owner = self._owner(options["owner"])
+        if options["follow"]:
+            if len(paths) != 1:
+                raise CommandError("--follow takes exactly one source", returncode=2)
+            raise CommandError("--follow is not supported yet", returncode=2)
+        self._check_paths(paths)
+        stdin = options.get("stdin") or sys.stdin.buffer
+        outcomes: list[Outcome] = []
+        refused_sources = 0
+        for path in paths:
+            outcome = self._import_one(
+                path,
+                stdin=stdin,
+                fmt=fmt,
+                owner=owner,
+                conversation_id=options["conversation_id"],
+                dry_run=options["dry_run"],
+            )
+            if outcome is None:
+                refused_sources += 1
+            else:
+                outcomes.append(outcome)
+        if not any(o.usable for o in outcomes):
+            raise CommandError("no source had a usable line; nothing was imported", returncode=2)
+        problems = sum(o.problems for o in outcomes)
+        if problems or refused_sources:
+            raise CommandError(
+                f"{problems} line(s) and {refused_sources} source(s) refused; see the messages "
+                "above. Every other line was imported.",
+                returncode=1,
+            )
+
+    # ------------------------------------------------------------------ arguments
+
+    def _check_format(self, fmt: str) -> None:
+        if fmt != "auto" and fmt not in registry.FORMAT_NAMES:
+            raise CommandError(
+                f"unknown --format {fmt!r}; use auto or one of {', '.join(registry.FORMAT_NAMES)}",
+                returncode=2,
+            )
+        if fmt != "auto" and fmt not in registry.PARSERS:
+            raise CommandError(
+                f"--format {fmt} is not supported by this version yet; supported: "
+                f"{', '.join(registry.PARSERS)}",
+                returncode=2,
+            )
+
+    def _owner(self, name: str) -> Any:
+        model = get_user_model()
+        owner = model._default_manager.filter(**{model.USERNAME_FIELD: name}).first()
+        if owner is None:
+            raise CommandError(
+                f"no user with {model.USERNAME_FIELD} {name!r}; --owner names an existing user",
+                returncode=2,
+            )
+        return owner
+
+    def _check_paths(self, paths: list[str]) -> None:
+        if paths.count(STDIN) > 1:
+            raise CommandError("stdin (-) can be read only once", returncode=2)
+        for path in paths:
+            if path != STDIN and not Path(path).is_file():
+                raise CommandError(f"{path}: no such file", returncode=2)
+
+    # ------------------------------------------------------------------ one source
+
+    def _report(self, name: str, problem: Problem) -> None:
+        where = f"{name}:{problem.line}" if problem.line is not None else name
+        tail = f": {problem.excerpt}" if problem.excerpt else ""
+        self.stderr.write(f"{where}: {problem.reason}{tail}")
+
+    def _import_one(
+        self,
+        path: str,
+        *,
+        stdin: IO[bytes],
+        fmt: str,
+        owner: Any,
+        conversation_id: str | None,
+        dry_run: bool,
+    ) -> Outcome | None:
+        """Import one source; None when it is refused whole (reported)."""
+        name = "<stdin>" if path == STDIN else path
+        with contextlib.ExitStack() as stack:
+            if path == STDIN:
+                stream = stack.enter_context(spool(stdin))
+                parts: tuple[str, ...] = ()
+            else:
+                stream = stack.enter_context(open(path, "rb"))
+                parts = Path(os.path.abspath(path)).parts
+            try:
+                check_utf8(stream)
+            except NotUTF8 as error:
+                self._report(name, Problem(None, f"refused whole: {error}"))
+                return None
+            total = stream.tell()
+            stream.seek(0)
+            lines = _progress(iter_lines(stream), total, name)
+            source = fmt
+            if fmt == "auto":
+                detected, head = registry.detect(lines)
+                if detected is None:
+                    if head:
+                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
+                        return None
+                    detected = "murmur"  # an empty source: nothing to tell, nothing to import
+                if detected not in registry.PARSERS:
+                    self._report(
+                        name,
+                        Problem(None, f"looks like {detected}, which this version cannot read yet"),
+                    )
+                    return None
+                source = detected
+                lines = _chain(head, lines)
+            parser = registry.make_parser(
+                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
+            )
+            outcome = run_import(
+                lines=lines,
+                parser=parser,
+                source=source,
+                owner=owner,
+                dry_run=dry_run,
+                report=lambda problem: self._report(name, problem),
+            )
+        self._summary(name, source, outcome, dry_run)
+        return outcome
+
+    def _summary(self, name: str, source: str, outcome: Outcome, dry_run: bool) -> None:
+        if dry_run:
+            text = (
+                f"{name} ({source}, dry run): {outcome.messages_seen} message(s) readable, "
+                f"{outcome.unknown} unknown record(s), {outcome.problems} refused"
+            )
+        else:
+            text = (
+                f"{name} ({source}): {len(outcome.conversations)} conversation(s), "
+                f"{outcome.messages_added} message(s) added of {outcome.messages_seen} read, "
+                f"{outcome.unknown} unknown record(s) kept, {outcome.interrupted} open call(s) "
+                f"interrupted, {outcome.problems} refused"
+            )
+        self.stdout.write(text)
+
+
+def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:
+    yield from head
+    yield from rest
