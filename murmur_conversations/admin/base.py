@@ -1,0 +1,140 @@
+"""The read-only admin base shared by every model of the app (DESIGN.md section 9).
+
+No add and no change for anyone (every write goes through ``services``), no delete unless a
+subclass allows it; changelists count cheaply (:mod:`.pagination`), never compute facets, never
+offer "show all", and select previews instead of whole payloads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Model, QuerySet, TextField
+from django.db.models.functions import Cast, Substr
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from murmur_conversations.admin.cards import pretty
+from murmur_conversations.admin.pagination import EstimatedCountPaginator
+
+if TYPE_CHECKING:
+    ModelAdminBase: TypeAlias = admin.ModelAdmin[Any]
+else:
+    ModelAdminBase = admin.ModelAdmin
+
+#: Characters of a payload shown in a changelist column.
+LIST_PREVIEW_CHARS: Final = 120
+
+
+class LeanChangeList(ChangeList):
+    """A ChangeList whose queryset goes through the admin's ``lean_queryset`` (defers payload
+    columns and adds a short preview), so a list page never loads whole payloads."""
+
+    def get_queryset(
+        self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
+    ) -> QuerySet[Any]:
+        """The filtered, searched and ordered rows, made lean."""
+        queryset = super().get_queryset(request, exclude_parameters)
+        model_admin = self.model_admin
+        if isinstance(model_admin, ReadOnlyAdmin):
+            queryset = model_admin.lean_queryset(queryset)
+        return queryset
+
+
+class ReadOnlyAdmin(ModelAdminBase):
+    """View-only ModelAdmin: no add, change or delete; cheap counts; lean list queries.
+
+    ``list_defer`` names the columns a changelist never loads; ``preview_field`` the column whose
+    first ``LIST_PREVIEW_CHARS`` characters the ``preview`` column shows (cut in the database).
+    """
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_max_show_all = 0
+    list_per_page = 50
+    list_defer: ClassVar[tuple[str, ...]] = ()
+    preview_field: ClassVar[str | None] = None
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("murmur_conversations/admin.css",)}
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Never: rows are written by the services only."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        """Never: rows are written by the services only."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        """Never, unless a subclass says otherwise."""
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        """Every field shown: nothing on these pages is a form input."""
+        # From the declaration, not get_fieldsets(): that builds a form, which asks us again.
+        shown = flatten_fieldsets(self.fieldsets) if self.fieldsets else list(self.fields or ())
+        return [
+            *self.readonly_fields,
+            *(name for name in shown if name not in self.readonly_fields),
+        ]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        """:class:`LeanChangeList`."""
+        return LeanChangeList
+
+    def lean_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """``queryset`` without the ``list_defer`` columns, with ``preview_text`` annotated."""
+        if self.list_defer:
+            queryset = queryset.defer(*self.list_defer)
+        if self.preview_field:
+            text = Cast(self.preview_field, output_field=TextField())
+            queryset = queryset.annotate(
+                preview_text=Substr(text, 1, LIST_PREVIEW_CHARS + 1, output_field=TextField())
+            )
+        return queryset
+
+    def url_for(self, model_name: str, pk: Any) -> str:
+        """The admin change page of ``pk`` of this app's ``model_name`` on this admin site."""
+        return reverse(
+            f"{self.admin_site.name}:murmur_conversations_{model_name}_change", args=[pk]
+        )
+
+    def changelist_url(self, model_name: str) -> str:
+        """The admin changelist of this app's ``model_name`` on this admin site."""
+        return reverse(f"{self.admin_site.name}:murmur_conversations_{model_name}_changelist")
+
+    @admin.display(description="conversation", ordering="conversation")
+    def conversation_link(self, obj: Any) -> SafeString:
+        """A link to the row's conversation, from the foreign key alone (no join, no query)."""
+        pk = obj.conversation_id
+        return format_html('<a href="{}">{}</a>', self.url_for("conversation", pk), str(pk)[:8])
+
+    @admin.display(description="preview")
+    def preview(self, obj: Any) -> str:
+        """The first ``LIST_PREVIEW_CHARS`` characters of ``preview_field`` (escaped by the
+        changelist), with an ellipsis when there is more."""
+        text = str(getattr(obj, "preview_text", "") or "")
+        if len(text) > LIST_PREVIEW_CHARS:
+            return text[:LIST_PREVIEW_CHARS] + "…"
+        return text
+
+
+def pre(value: Any) -> SafeString:
+    """``value`` whole (a string, or indented JSON) in an escaped ``<pre>`` block."""
+    return format_html('<pre class="murmur-pre">{}</pre>', pretty(value))
+
+
+def badge(value: str, label: Any = None) -> SafeString:
+    """A status badge; ``value`` picks the colour, ``label`` (default ``value``) is shown."""
+    return format_html(
+        '<span class="murmur-badge murmur-status-{}">{}</span>',
+        value,
+        value if label is None else label,
+    )

@@ -1,0 +1,296 @@
+"""The conversation admin: find a conversation, read its transcript as cards, delete it through
+``services.delete_conversation`` (DESIGN.md section 9)."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import uuid
+import zipfile
+from typing import Any, Final
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from murmur_conversations import services
+from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
+from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
+from murmur_conversations.admin.filters import ToolStatusFilter
+from murmur_conversations.exceptions import ConversationNotFound
+from murmur_conversations.exporters import export_murmur
+from murmur_conversations.models import Conversation, DisplayMessage
+
+#: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
+EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
+
+
+def _search_uuid(term: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(term)
+    except ValueError:
+        return None
+
+
+def _owner_lookup(term: str) -> Q:
+    """Users whose ``USERNAME_FIELD`` or email field equals ``term`` exactly."""
+    user_model = get_user_model()
+    query = Q(**{user_model.USERNAME_FIELD: term})
+    email_field = user_model.get_email_field_name()
+    try:
+        user_model._meta.get_field(email_field)
+    except FieldDoesNotExist:
+        return query
+    return query | Q(**{email_field: term})
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    """Conversations: read-only, searchable by exact id, exact owner (username or email) and title
+    prefix; filtered by status, tool-call status and dates; the change page shows the transcript
+    as cards, ``TRANSCRIPT_PAGE_SIZE`` display rows a page."""
+
+    list_display = (
+        "id",
+        "title_short",
+        "owner_link",
+        "status_badge",
+        "pending_badge",
+        "record_length",
+        "transcript_count",
+        "last_seq",
+        "saved_at",
+    )
+    list_display_links = ("id",)
+    list_select_related = ("owner",)
+    list_filter = (
+        "status",
+        ToolStatusFilter,
+        ("saved_at", admin.DateFieldListFilter),
+        ("created_at", admin.DateFieldListFilter),
+    )
+    list_defer = ("metadata", "pending_ask")
+    search_fields = ("=id",)  # shows the search box; get_search_results does the work
+    search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
+    raw_id_fields = ("owner",)
+    fieldsets = (
+        (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
+        (
+            "Counters",
+            {"fields": ("record_length", "transcript_count", "last_seq", "last_event_seq")},
+        ),
+        ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
+        ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
+    )
+    readonly_fields = ("pending_ask_pretty", "metadata_pretty", "rows")
+    actions = ("export_murmur_jsonl", "delete_selected")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        """All conversations, with their owners."""
+        return super().get_queryset(request).select_related("owner")
+
+    def lean_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Without metadata and pending ask, with a ``has_pending`` flag instead."""
+        lean: QuerySet[Any] = super().lean_queryset(queryset)
+        annotated: QuerySet[Any] = lean.annotate(
+            has_pending=Case(
+                When(pending_ask__isnull=False, then=Value(True)),
+                default=Value(False),
+                output_field=BooleanField(),
+            )
+        )
+        return annotated
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
+    ) -> tuple[QuerySet[Conversation], bool]:
+        """Exact id (any UUID spelling), else exact owner username or email, or title prefix.
+        Never a leading-wildcard scan; never duplicates."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        pk = _search_uuid(term)
+        if pk is not None:
+            return queryset.filter(pk=pk), False
+        owners = get_user_model()._default_manager.filter(_owner_lookup(term)).values("pk")
+        return queryset.filter(Q(owner__in=owners) | Q(title__startswith=term)), False
+
+    # ------------------------------------------------------------------ columns and fields
+
+    @admin.display(description="title", ordering="title")
+    def title_short(self, obj: Conversation) -> str:
+        """The title, cut to 80 characters."""
+        return Truncator(obj.title).chars(80)
+
+    @admin.display(description="owner", ordering="owner")
+    def owner_link(self, obj: Conversation) -> SafeString | str:
+        """The owner, linked to the list of the owner's conversations."""
+        if obj.owner_id is None:
+            return "-"
+        query = urlencode({"owner__id__exact": obj.owner_id})
+        return format_html('<a href="?{}">{}</a>', query, str(obj.owner))
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Conversation) -> SafeString:
+        """The status as a badge."""
+        return badge(obj.status, obj.get_status_display())
+
+    @admin.display(description="pending")
+    def pending_badge(self, obj: Conversation) -> SafeString | str:
+        """A badge when the conversation waits on a pending ask."""
+        has_pending = getattr(obj, "has_pending", None)
+        if has_pending is None:
+            has_pending = obj.pending_ask is not None
+        return badge("pending", "ask") if has_pending else ""
+
+    @admin.display(description="pending ask")
+    def pending_ask_pretty(self, obj: Conversation) -> SafeString | str:
+        """The pending ask as indented JSON."""
+        return "-" if obj.pending_ask is None else pre(obj.pending_ask)
+
+    @admin.display(description="metadata")
+    def metadata_pretty(self, obj: Conversation) -> SafeString:
+        """The metadata as indented JSON."""
+        return pre(obj.metadata)
+
+    @admin.display(description="rows")
+    def rows(self, obj: Conversation) -> SafeString:
+        """Links to the conversation's record, display rows, tool calls and source records."""
+        query = urlencode({"conversation__id__exact": str(obj.pk)})
+        return format_html(
+            '<a href="{}?{}">record</a> · <a href="{}?{}">display rows</a> · '
+            '<a href="{}?{}">tool calls</a> · <a href="{}?{}">source records</a>',
+            self.changelist_url("message"),
+            query,
+            self.changelist_url("displaymessage"),
+            query,
+            self.changelist_url("toolcall"),
+            query,
+            self.changelist_url("sourcerecord"),
+            query,
+        )
+
+    # ------------------------------------------------------------------ the transcript
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Conversation | None = None,
+    ) -> HttpResponse:
+        """The conversation's fields and one page of its transcript (``?page=N``)."""
+        if obj is not None:
+            context["transcript"] = self._transcript(request, obj.pk, obj.last_seq)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def _transcript(self, request: HttpRequest, pk: uuid.UUID, last_seq: int) -> dict[str, Any]:
+        # seq is gapless from 1, so a page is a seq range: no COUNT and no OFFSET.
+        pages = max(1, -(-last_seq // TRANSCRIPT_PAGE_SIZE))
+        try:
+            page = int(request.GET.get("page", "1"))
+        except ValueError:
+            page = 1
+        page = min(max(page, 1), pages)
+        first = (page - 1) * TRANSCRIPT_PAGE_SIZE
+        rows = (
+            DisplayMessage.objects.filter(
+                conversation_id=pk, seq__gt=first, seq__lte=first + TRANSCRIPT_PAGE_SIZE
+            )
+            .select_related("tool_call")
+            .order_by("seq")
+        )
+        return {
+            "cards": cards_for(rows, self.url_for),
+            "page": page,
+            "pages": pages,
+            "rows": last_seq,
+            "previous": page - 1 if page > 1 else None,
+            "next": page + 1 if page < pages else None,
+        }
+
+    # ------------------------------------------------------------------ exporting
+
+    @admin.action(description="Export selected conversations as murmur JSONL", permissions=["view"])
+    def export_murmur_jsonl(
+        self, request: HttpRequest, queryset: QuerySet[Conversation]
+    ) -> HttpResponseBase:
+        """One ``<id>.jsonl`` file (``exporters.export_murmur``) for one conversation, a zip of
+        them for several; written to a spooled temporary file, so memory stays bounded."""
+        conversations = list(queryset.order_by("-saved_at", "-id"))
+        if len(conversations) == 1:
+            conversation = conversations[0]
+            return StreamingHttpResponse(
+                (line.encode() for line in export_murmur(conversation)),
+                content_type="application/jsonl; charset=utf-8",
+                headers={"Content-Disposition": f'attachment; filename="{conversation.pk}.jsonl"'},
+            )
+        spool = tempfile.SpooledTemporaryFile(max_size=EXPORT_SPOOL_BYTES)  # noqa: SIM115
+        with zipfile.ZipFile(spool, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for conversation in conversations:
+                with archive.open(f"{conversation.pk}.jsonl", "w", force_zip64=True) as member:
+                    for line in export_murmur(conversation):
+                        member.write(line.encode())
+        spool.seek(0)
+        return FileResponse(
+            spool,
+            as_attachment=True,
+            filename="conversations-murmur.zip",
+            content_type="application/zip",
+        )
+
+    # ------------------------------------------------------------------ deleting
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Staff with the conversation delete permission (Django's rule)."""
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """A summary from the counters instead of Django's collector, which would load every
+        child row: each conversation with its record and display row counts."""
+        conversations = list(objs)
+        summary: list[Any] = []
+        for conversation in conversations:
+            url = reverse(
+                f"{self.admin_site.name}:murmur_conversations_conversation_change",
+                args=[conversation.pk],
+            )
+            summary.append(format_html('Conversation: <a href="{}">{}</a>', url, conversation))
+            summary.append(
+                [
+                    f"{conversation.record_length} record messages",
+                    f"{conversation.last_seq} display messages",
+                    "all its tool calls and source records",
+                ]
+            )
+        counts = {
+            "conversations": len(conversations),
+            "record messages": sum(c.record_length for c in conversations),
+            "display messages": sum(c.last_seq for c in conversations),
+        }
+        return summary, counts, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
+        """Delete through ``services.delete_conversation`` (batches, then the signal)."""
+        with contextlib.suppress(ConversationNotFound):  # deleted meanwhile
+            services.delete_conversation(conversation=obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        """Delete each selected conversation through ``services.delete_conversation``."""
+        for pk in list(queryset.order_by().values_list("pk", flat=True)):
+            try:
+                services.delete_conversation(conversation=pk)
+            except ConversationNotFound:
+                continue  # deleted meanwhile
