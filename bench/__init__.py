@@ -1,0 +1,1 @@
+"""The benchmark suite: ``python -m bench [--quick]`` (see docs/benchmarks.md)."""

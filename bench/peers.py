@@ -1,0 +1,75 @@
+"""Peer libraries measured beside ours, each used the way its documentation shows.
+
+langchain-postgres ``PostgresChatMessageHistory``: one table ``(id serial, session_id uuid,
+message jsonb, created_at)``, one row per message, ``add_messages`` is ``executemany`` + commit,
+``get_messages`` reads the whole session (it has no page). Missing peers are reported, not faked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import psycopg
+
+LANGCHAIN_TABLE = "bench_langchain_history"
+
+
+def peer_versions() -> dict[str, str | None]:
+    """Installed versions of the peer packages (None when missing)."""
+    versions: dict[str, str | None] = {}
+    for name in ("langchain-postgres", "langchain-core", "orjson"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+@dataclass
+class LangchainHistory:
+    """One langchain-postgres chat history (a session) on its own psycopg connection."""
+
+    history: Any
+    message_class: Any
+
+    def add_message(self, value: str) -> None:
+        """``add_message``: one row, committed."""
+        self.history.add_message(self.message_class(content=value))
+
+    def add_messages(self, values: list[str]) -> None:
+        """``add_messages``: ``executemany`` of one row per message, committed."""
+        self.history.add_messages([self.message_class(content=v) for v in values])
+
+    def get_messages(self) -> list[Any]:
+        """``get_messages``: the whole session as LangChain message objects, oldest first."""
+        return list(self.history.get_messages())
+
+
+def langchain_available() -> str | None:
+    """None when langchain-postgres imports, else why not (shown in the table and JSON)."""
+    try:
+        import langchain_postgres  # noqa: F401
+    except ImportError as error:
+        return (
+            f"langchain-postgres is not installed ({error}); pip install -r bench/requirements.txt"
+        )
+    return None
+
+
+def create_langchain_table(conn: psycopg.Connection[Any]) -> None:
+    """Create langchain-postgres' table and index with its own ``create_tables``."""
+    from langchain_postgres import PostgresChatMessageHistory
+
+    PostgresChatMessageHistory.create_tables(conn, LANGCHAIN_TABLE)
+
+
+def langchain_history(conn: psycopg.Connection[Any]) -> LangchainHistory:
+    """A new langchain-postgres session on ``conn``."""
+    from langchain_core.messages import HumanMessage
+    from langchain_postgres import PostgresChatMessageHistory
+
+    history = PostgresChatMessageHistory(LANGCHAIN_TABLE, str(uuid.uuid4()), sync_connection=conn)
+    return LangchainHistory(history, HumanMessage)

@@ -1,0 +1,160 @@
+"""``python -m bench [--quick]``: run every benchmark, print the table, write the JSON.
+
+Tracks run one after the other (PostgreSQL, then SQLite); inside a track each benchmark's variants
+run in interleaved rounds (``harness``). The JSON goes to ``bench/results/<timestamp>.json``
+(git-ignored): environment, per-variant medians and rounds, per-benchmark ratio medians with min
+and max. The bench database and SQLite file are created fresh and removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench import django_setup, peers, verify
+from bench.harness import TABLE_HEADERS, BenchmarkResult, result_rows, run_benchmark
+from bench.paths import FULL, QUICK, Sizes, Track, append_batch, append_one, page
+from bench.stats import format_table
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/murmur_bench"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="CI smoke run (about a minute)")
+    parser.add_argument("--rounds", type=int, help="measured rounds (default 7 quick, 15 full)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL),
+        help="PostgreSQL database to create, use and drop (default: %(default)s)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the bench databases")
+    parser.add_argument("--no-sqlite", action="store_true", help="skip the SQLite track")
+    return parser.parse_args(argv)
+
+
+def environment(pg: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Versions and machine facts recorded with every result."""
+    import django
+
+    return {
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "psycopg": psycopg.__version__,
+        "postgresql": pg.execute("SHOW server_version").fetchone()[0],  # type: ignore[index]
+        "sqlite": sqlite3.sqlite_version,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average": list(os.getloadavg()),
+        "peers": peers.peer_versions(),
+    }
+
+
+def run_track(track: Track, sizes: Sizes, rounds: int, warmup: int) -> list[BenchmarkResult]:
+    """Every benchmark of one track, each in its own interleaved rounds."""
+    django_setup.use_alias(track.alias)
+    results = []
+    for build in (append_one, append_batch, page):
+        started = time.perf_counter()
+        benchmark = build(track, sizes)
+        result = run_benchmark(benchmark, rounds=rounds, warmup=warmup)
+        print(f"  {benchmark.name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        results.append(result)
+    problems = verify.mismatches(track.alias)
+    if problems:
+        raise SystemExit("rows and counters disagree:\n" + "\n".join(problems))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    rounds = args.rounds or (7 if args.quick else 15)
+    warmup = 1 if args.quick else 2
+    started = time.perf_counter()
+    params = django_setup.pg_params(args.database_url)
+    django_setup.recreate_pg_database(params)
+    workdir = tempfile.mkdtemp(prefix="murmur-bench-")
+    sqlite_path = str(Path(workdir) / "bench.sqlite3")
+    notes: list[str] = []
+    try:
+        django_setup.configure(params, sqlite_path)
+        raw_pg = psycopg.connect(**params, autocommit=True)
+        missing = peers.langchain_available()
+        langchain_conn = None
+        if missing is None:
+            langchain_conn = psycopg.connect(**params)
+            peers.create_langchain_table(langchain_conn)
+        else:
+            notes.append(missing)
+        env = environment(raw_pg)
+        tracks = [Track("pg", "default", raw_pg, langchain_conn)]
+        if not args.no_sqlite:
+            from bench.floors import sqlite_connect
+
+            tracks.append(Track("sqlite", "sqlite", sqlite_connect(sqlite_path)))
+        results: dict[str, list[BenchmarkResult]] = {}
+        for track in tracks:
+            print(f"track {track.name} ...", file=sys.stderr)
+            results[track.name] = run_track(track, sizes, rounds, warmup)
+        from django.db import connections
+
+        connections.close_all()
+        raw_pg.close()
+        if langchain_conn is not None:
+            langchain_conn.close()
+    finally:
+        if not args.keep:
+            django_setup.drop_pg_database(params)
+            shutil.rmtree(workdir, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    report = {
+        "mode": "quick" if args.quick else "full",
+        "started_at": datetime.now(UTC).isoformat(),
+        "duration_s": elapsed,
+        "rounds": rounds,
+        "warmup_rounds": warmup,
+        "environment": env,
+        "notes": notes,
+        "tracks": {
+            name: [result.as_dict() for result in track_results]
+            for name, track_results in results.items()
+        },
+    }
+    path = write_report(report)
+    print(render(results, notes))
+    print(
+        f"\n{elapsed:.0f} s; JSON: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}"
+    )
+    return 0
+
+
+def write_report(report: dict[str, Any]) -> Path:
+    """Write the JSON report to ``bench/results/<timestamp>.json`` and return its path."""
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def render(results: dict[str, list[BenchmarkResult]], notes: list[str]) -> str:
+    """The printed table: one block per track."""
+    blocks = []
+    for name, track_results in results.items():
+        rows = [row for result in track_results for row in result_rows(result)]
+        blocks.append(f"== {name}\n{format_table(TABLE_HEADERS, rows)}")
+    blocks += [f"note: {note}" for note in notes]
+    return "\n\n".join(blocks)
