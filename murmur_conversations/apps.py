@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from django.apps import AppConfig
 
 
@@ -15,3 +17,9 @@ class MurmurConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from murmur_conversations import checks  # noqa: F401  (registers the checks)
+
+        # Without Channels the app works, minus live updates (DESIGN.md section 2).
+        if importlib.util.find_spec("channels") is not None:
+            from murmur_conversations.realtime import receivers
+
+            receivers.connect()

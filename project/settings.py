@@ -39,7 +39,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -96,16 +95,27 @@ DATABASES = {"default": database_from_env()}
 
 
 def channel_layers_from_env() -> dict[str, Any]:
-    """channels_redis pub/sub from ``REDIS_URL``, else the process-local layer."""
+    """channels_redis pub/sub from ``REDIS_URL`` (several processes), else the app's process-local
+    layer, which fans out in linear time (one process; consumers then tail the database).
+    ``MURMUR_CHANNEL_PREFIX`` sets the Redis key prefix, so deployments (and parallel test runs)
+    sharing one Redis never see each other's messages."""
     url = os.environ.get("REDIS_URL")
     if url:
         return {
             "default": {
                 "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [url], "prefix": "murmur-demo"},
+                "CONFIG": {
+                    "hosts": [url],
+                    "prefix": os.environ.get("MURMUR_CHANNEL_PREFIX", "murmur-demo"),
+                },
             }
         }
-    return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    return {
+        "default": {
+            "BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer",
+            "CONFIG": {"capacity": 1000},
+        }
+    }
 
 
 CHANNEL_LAYERS = channel_layers_from_env()
@@ -123,9 +133,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# collectstatic target for production; the demo serves app static files through the finders.
+# collectstatic target for production; the demo's ASGI handler serves static files from the finders.
 STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
-WHITENOISE_USE_FINDERS = True  # the demo serves app static files without collectstatic
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/admin/login/"
 

@@ -29,6 +29,7 @@ from murmur_conversations.importers.records import (
     Delta,
     Item,
     Kept,
+    Notice,
     Parsed,
     Parser,
     Problem,
@@ -40,7 +41,7 @@ from murmur_conversations.importers.records import (
     first_text,
 )
 from murmur_conversations.messages import normalize_message
-from murmur_conversations.models import Conversation, ToolCall, ToolStatus
+from murmur_conversations.models import Conversation, DisplayMessage, ToolCall, ToolStatus
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
@@ -125,6 +126,8 @@ class _Writer:
             self.tool_update(item)
         elif isinstance(item, StatusChange):
             self.status(item)
+        elif isinstance(item, Notice):
+            self.notice(item)
         elif isinstance(item, Delta):
             self.delta(item)
 
@@ -253,6 +256,31 @@ class _Writer:
             )
         except ConversationsError as error:
             self.problem(Problem(None, f"status {item.status!r} not set: {error}"))
+
+    def notice(self, item: Notice) -> None:
+        """A display row outside the record, saved once per ``item.key`` (kept in its metadata
+        as ``import_key``), so re-imports add nothing."""
+        self.flush()
+        if self.dry_run:
+            return
+        conversation = self.ensure()
+        if DisplayMessage.objects.filter(
+            conversation=conversation, metadata__import_key=item.key
+        ).exists():
+            return
+        metadata = {**item.metadata, "import_key": item.key}
+        try:
+            _retry(
+                lambda: services.save_synthetic_message(
+                    conversation=conversation,
+                    message_type=item.message_type,
+                    content_type=item.content_type,
+                    content=item.content,
+                    metadata=metadata,
+                )
+            )
+        except ConversationsError as error:
+            self.problem(Problem(item.line, f"notice not saved: {error}"))
 
     def delta(self, item: Delta) -> None:
         if not self.live or self.dry_run:

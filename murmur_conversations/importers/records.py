@@ -3,15 +3,16 @@
 No Django and no database here, so parsers can be fuzzed. A parser turns ``SourceLine`` objects into
 a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
-``ToolUpdate``, ``StatusChange``, ``Delta`` (streamed text, live only) and ``Problem`` (a refused
-line, with its number and an excerpt).
+``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
+error), ``Delta`` (streamed text, live only) and ``Problem`` (a refused line, with its number and an
+excerpt).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 #: How many characters of a bad line a report shows.
@@ -75,6 +76,20 @@ class StatusChange:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A display row that is not in the record (``services.save_synthetic_message``), such as a
+    run's error. ``key`` is unique within the conversation: a notice whose key is already there
+    (a re-import) is not saved again."""
+
+    key: str
+    message_type: str
+    content_type: str
+    content: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class Delta:
     """Streamed text (``services.broadcast_delta``): ephemeral, sent only by ``--follow``."""
 
@@ -91,7 +106,7 @@ class Problem:
     excerpt: str = ""
 
 
-Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Delta | Problem
+Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Delta | Problem
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,171 @@
+"""What both websocket consumers share: accept-then-close, authentication and revocation groups,
+ignoring client frames, and a clean shutdown (DESIGN.md section 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any, Final
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
+
+from murmur_conversations.realtime import layer_is_process_local, reads
+from murmur_conversations.realtime.groups import group_name
+from murmur_conversations.realtime.receivers import auth_digest
+from murmur_conversations.realtime.scope import session_of
+
+logger = logging.getLogger("murmur_conversations.realtime")
+
+#: Client text frames up to this many UTF-8 bytes are ignored; larger ones close with 1009.
+MAX_CLIENT_FRAME_BYTES: Final = 4096
+#: Close codes of the contract.
+CLOSE_NO_USER: Final = 4401
+CLOSE_NOT_FOUND: Final = 4404
+CLOSE_BAD_SINCE: Final = 4400
+CLOSE_TOO_BIG: Final = 1009
+CLOSE_BINARY: Final = 1003
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """Base of the two streams. Subclasses implement ``connect`` (calling :meth:`authenticate`
+    right after ``accept``) and may start a database tail with :meth:`start_tail`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.joined: list[str] = []
+        self.closed = False
+        self.user: Any = None
+        self.digest = ""
+        self.tail_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def encode_json(cls, content: Any) -> str:
+        return json.dumps(content, separators=(",", ":"))
+
+    # ------------------------------------------------------------------ connection
+
+    async def authenticate(self) -> bool:
+        """Check the scope's user (else close 4401) and join the groups that revoke this socket:
+        the user's (deactivation, password change) and the session's (logout)."""
+        user = self.scope.get("user")
+        if (
+            user is None
+            or not getattr(user, "is_authenticated", False)
+            or not getattr(user, "is_active", False)
+        ):
+            await self.shut(CLOSE_NO_USER)
+            return False
+        self.user = user
+        self.digest = auth_digest(user)
+        await self.join(group_name("user", user.pk))
+        session = session_of(self.scope)
+        if session:
+            await self.join(group_name("session", session))
+        return True
+
+    async def join(self, group: str) -> None:
+        """Subscribe to ``group`` (nothing without a channel layer)."""
+        if self.channel_layer is None:
+            return
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.append(group)
+
+    async def leave(self) -> None:
+        """Unsubscribe from every group joined; layer errors are logged, never raised."""
+        joined, self.joined = self.joined, []
+        for group in joined:
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception as error:  # a dead layer must not break the shutdown
+                logger.warning("leaving %s failed: %r", group, error)
+
+    async def shut(self, code: int) -> None:
+        """Close with ``code`` once; stop the tail and leave the groups."""
+        if self.closed:
+            return
+        self.closed = True
+        self.stop_tail()
+        await self.close(code)
+        await self.leave()
+
+    async def disconnect(self, code: int) -> None:
+        self.closed = True
+        task = self.stop_tail()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.leave()
+
+    # ------------------------------------------------------------------ client frames
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The server acts on no client frame: text up to 4 KiB is ignored, larger text closes
+        1009, binary closes 1003."""
+        if self.closed:
+            return
+        if bytes_data is not None:
+            await self.shut(CLOSE_BINARY)
+        elif text_data is not None and (
+            len(text_data) > MAX_CLIENT_FRAME_BYTES
+            or len(text_data.encode("utf-8", "surrogatepass")) > MAX_CLIENT_FRAME_BYTES
+        ):
+            await self.shut(CLOSE_TOO_BIG)
+
+    # ------------------------------------------------------------------ revocation
+
+    async def murmur_auth(self, message: dict[str, Any]) -> None:
+        """The user was saved: close 4401 if inactive now or the password changed."""
+        if not message.get("active") or message.get("digest") != self.digest:
+            await self.shut(CLOSE_NO_USER)
+
+    async def murmur_revoke(self, message: dict[str, Any]) -> None:
+        """The session logged out: close 4401."""
+        await self.shut(CLOSE_NO_USER)
+
+    async def check_user(self) -> None:
+        """Re-read the user (tail only): close 4401 when gone, inactive or its password changed."""
+        user = await database_sync_to_async(reads.user_state)(get_user_model(), self.user.pk)
+        if user is None or not user.is_active or auth_digest(user) != self.digest:
+            await self.shut(CLOSE_NO_USER)
+
+    # ------------------------------------------------------------------ database tail
+
+    def tails(self) -> bool:
+        """Whether this socket must poll the database: the layer cannot carry other processes'
+        events (DESIGN.md section 7, "Layers")."""
+        return layer_is_process_local(self.channel_layer)
+
+    def start_tail(self) -> None:
+        """Run :meth:`tail_once` every ``DB_TAIL_INTERVAL`` seconds until the socket closes."""
+        self.tail_task = asyncio.ensure_future(self._tail_loop())
+
+    def stop_tail(self) -> asyncio.Task[None] | None:
+        task, self.tail_task = self.tail_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            return task
+        return None
+
+    async def _tail_loop(self) -> None:
+        from murmur_conversations.conf import app_settings
+
+        ticks = 0
+        while not self.closed:
+            await asyncio.sleep(app_settings.db_tail_interval)
+            ticks += 1
+            try:
+                await self.tail_once()
+                if ticks % 8 == 0 and not self.closed:
+                    await self.check_user()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a database hiccup must not end the tail for good
+                logger.warning("database tail of %s failed: %r", self.channel_name, error)
+
+    async def tail_once(self) -> None:
+        """One poll of the database; subclasses implement it."""
+        raise NotImplementedError

@@ -1,0 +1,222 @@
+"""The websocket streams (DESIGN.md section 7): one conversation, and the user's conversation list.
+
+``ConversationConsumer`` (``ws/conversations/<id>/?since=N``): snapshot, replay from the database,
+then live events in event_seq order with no duplicate and no gap. It subscribes to the
+conversation's group BEFORE reading the snapshot, and Channels dispatches one message at a time, so
+live events that arrive meanwhile wait in the layer and are dropped if their event_seq is already
+covered. A jump in event_seq is filled from the database first. ``UserStreamConsumer``
+(``ws/conversations/``): ``conversation_saved`` and ``conversation_deleted`` of the user's
+conversations. On a process-local layer both also tail the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from murmur_conversations.models import Conversation
+from murmur_conversations.realtime import frames, reads
+from murmur_conversations.realtime.base import (
+    CLOSE_BAD_SINCE,
+    CLOSE_NOT_FOUND,
+    LiveConsumer,
+)
+from murmur_conversations.realtime.groups import group_name
+from murmur_conversations.realtime.scope import InvalidSince, since_of
+from murmur_conversations.selectors import conversation_for
+
+#: How far back the user stream's tail looks past the newest ``saved_at`` it saw: a write takes its
+#: time before it commits, so a later commit may carry an earlier ``saved_at``.
+SAVED_AT_MARGIN: Final = timedelta(seconds=10)
+
+
+def _readable_pk(user: Any, raw_id: Any) -> uuid.UUID | None:
+    conversation = conversation_for(user, raw_id)
+    return None if conversation is None else conversation.pk
+
+
+class ConversationConsumer(LiveConsumer):
+    """One conversation's live events; see the module docstring. Closes 4401 / 4404 / 4400."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pk: uuid.UUID | None = None
+        self.last_seen = 0
+        self.status: tuple[str, Any] = ("", None)
+        self.lock = asyncio.Lock()
+        self.behind = 0
+
+    async def connect(self) -> None:
+        await self.accept()
+        if not await self.authenticate():
+            return
+        raw_id = self.scope.get("url_route", {}).get("kwargs", {}).get("id")
+        pk = await database_sync_to_async(_readable_pk)(self.user, raw_id)
+        if pk is None:
+            await self.shut(CLOSE_NOT_FOUND)
+            return
+        try:
+            since = since_of(self.scope)
+        except InvalidSince:
+            await self.shut(CLOSE_BAD_SINCE)
+            return
+        self.pk = pk
+        await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
+        conversation = await database_sync_to_async(reads.conversation)(pk)
+        if conversation is None:
+            await self.gone()
+            return
+        await self.send_json(frames.snapshot_frame(conversation))
+        self.last_seen = conversation.last_event_seq
+        self.status = (conversation.status, conversation.pending_ask)
+        if since is not None and since < self.last_seen:
+            await self.send_changes(conversation, after=since, replay=True)
+        if self.tails():
+            self.start_tail()
+
+    async def send_changes(self, conversation: Conversation, *, after: int, replay: bool) -> None:
+        """Send the rows changed in ``(after, conversation.last_event_seq]`` (created after
+        ``after``: ``display_message_saved``, else ``display_message_updated``), then
+        ``status_changed`` if the status or pending ask may have changed; more than 500 rows: one
+        ``resync``. Leaves ``last_seen`` at the conversation's head."""
+        upto = conversation.last_event_seq
+        assert self.pk is not None
+        changes = await database_sync_to_async(reads.changes)(self.pk, after=after, upto=upto)
+        self.last_seen = upto
+        if changes.rows is None:
+            await self.send_json(frames.resync_frame(upto))
+            return
+        for row in changes.rows:
+            kind = (
+                "display_message_saved"
+                if row.created_event_seq > after
+                else "display_message_updated"
+            )
+            await self.send_json(frames.row_frame(kind, self.pk, row, row.event_seq))
+        current = (conversation.status, conversation.pending_ask)
+        # Replay: the snapshot already holds the current status; a status change is announced when
+        # some event of the range left no row behind. Gap fill: when it differs from what was sent.
+        if (changes.uncovered if replay else current != self.status) and not self.closed:
+            await self.send_json(frames.status_frame(conversation, upto))
+        self.status = current
+
+    async def fill(self) -> None:
+        """Catch up from the database to its head (the lock is held)."""
+        assert self.pk is not None
+        conversation = await database_sync_to_async(reads.conversation)(self.pk)
+        if conversation is None:
+            await self.gone()
+        elif conversation.last_event_seq > self.last_seen and not self.closed:
+            await self.send_changes(conversation, after=self.last_seen, replay=False)
+
+    async def gone(self) -> None:
+        """The conversation was deleted: ``conversation_deleted``, then close 4404."""
+        if self.closed:
+            return
+        if self.pk is not None:
+            await self.send_json(frames.deleted_frame(self.pk))
+        await self.shut(CLOSE_NOT_FOUND)
+
+    # ------------------------------------------------------------------ group messages
+
+    async def murmur_events(self, message: dict[str, Any]) -> None:
+        """The frames of one committed service call, in the contract's order."""
+        event_seq = message.get("event_seq")
+        if self.closed or not isinstance(event_seq, int):
+            return
+        async with self.lock:
+            if event_seq <= self.last_seen:
+                return  # already covered by the snapshot, the replay or a gap fill
+            if event_seq > self.last_seen + 1:
+                await self.fill()
+                if self.closed or event_seq <= self.last_seen:
+                    return
+            for frame in message.get("frames", ()):
+                if frame.get("type") == "status_changed":
+                    self.status = (frame.get("status", ""), frame.get("pending"))
+                await self.send_json(frame)
+            self.last_seen = event_seq
+
+    async def murmur_delta(self, message: dict[str, Any]) -> None:
+        """Ephemeral streamed text: forwarded at once."""
+        if not self.closed:
+            await self.send_json(message["frame"])
+
+    async def murmur_deleted(self, message: dict[str, Any]) -> None:
+        """The conversation was deleted."""
+        async with self.lock:
+            await self.gone()
+
+    # ------------------------------------------------------------------ database tail
+
+    async def tail_once(self) -> None:
+        """Read the head; when it was already ahead at the previous poll (so the live event is not
+        coming: another process wrote), fill the gap from the database."""
+        assert self.pk is not None
+        conversation = await database_sync_to_async(reads.conversation)(self.pk)
+        async with self.lock:
+            if conversation is None:
+                await self.gone()
+                return
+            if self.behind > self.last_seen:
+                await self.fill()
+            head = conversation.last_event_seq
+            self.behind = head if head > self.last_seen else 0
+
+
+class UserStreamConsumer(LiveConsumer):
+    """The user's conversation list: ``conversation_saved`` and ``conversation_deleted``; no
+    snapshot. Closes 4401 without a user."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: dict[str, int] = {}
+        self.watermark: datetime = timezone.now()
+
+    async def connect(self) -> None:
+        await self.accept()
+        if not await self.authenticate():
+            return
+        await self.join(group_name("sidebar", self.user.pk))
+        if self.tails():
+            self.watermark = timezone.now() - SAVED_AT_MARGIN
+            recent = await database_sync_to_async(reads.recently_saved)(
+                self.user, since=self.watermark
+            )
+            self.sent = {str(c.pk): c.last_event_seq for c in recent}
+            self.start_tail()
+
+    async def murmur_sidebar(self, message: dict[str, Any]) -> None:
+        """``conversation_saved``, unless this socket already sent that event or a later one."""
+        conversation_id, event_seq = message.get("conversation_id"), message.get("event_seq")
+        if self.closed or not isinstance(conversation_id, str) or not isinstance(event_seq, int):
+            return
+        if self.sent.get(conversation_id, -1) >= event_seq:
+            return
+        self.sent[conversation_id] = event_seq
+        await self.send_json(message["frame"])
+
+    async def murmur_deleted(self, message: dict[str, Any]) -> None:
+        """``conversation_deleted``."""
+        if self.closed:
+            return
+        self.sent.pop(str(message["frame"].get("conversation_id")), None)
+        await self.send_json(message["frame"])
+
+    async def tail_once(self) -> None:
+        """Send ``conversation_saved`` for conversations saved since the watermark that this socket
+        has not announced at their current event_seq."""
+        recent = await database_sync_to_async(reads.recently_saved)(self.user, since=self.watermark)
+        for conversation in recent:
+            key = str(conversation.pk)
+            if self.closed:
+                return
+            if self.sent.get(key, -1) < conversation.last_event_seq:
+                self.sent[key] = conversation.last_event_seq
+                await self.send_json(frames.saved_frame(conversation, conversation.last_event_seq))
+            self.watermark = max(self.watermark, conversation.saved_at - SAVED_AT_MARGIN)

@@ -1,0 +1,141 @@
+"""The JSON frames sent to websocket clients (DESIGN.md section 7), built from the shared row
+representations so REST and websockets agree.
+
+Large values are capped: when the compact UTF-8 JSON of a row's ``content``, a ``result`` or an
+``error`` (also inside a tool-call row's ``metadata``) exceeds :data:`MAX_VALUE_BYTES`, the value
+becomes null and the frame gets ``"truncated": true``; REST serves the whole value.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Final
+
+from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
+from murmur_conversations.representations import display_row, summary_row
+
+Frame = dict[str, Any]
+
+#: Largest compact UTF-8 JSON of one capped value, in bytes (DESIGN.md section 7).
+MAX_VALUE_BYTES: Final = 65_536
+
+
+def _too_big(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str) and len(value) * 6 + 2 <= MAX_VALUE_BYTES:
+        return False  # even escaped (6 bytes a character at most) it fits: skip encoding
+    encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(encoded.encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES
+
+
+def _capped_row(row: DisplayMessage) -> tuple[dict[str, Any], bool]:
+    data = display_row(row)
+    truncated = False
+    if _too_big(data["content"]):
+        data["content"], truncated = None, True
+    metadata = data["metadata"]
+    if isinstance(metadata, dict) and any(_too_big(metadata.get(k)) for k in ("result", "error")):
+        data["metadata"] = {
+            key: (None if key in ("result", "error") and _too_big(value) else value)
+            for key, value in metadata.items()
+        }
+        truncated = True
+    return data, truncated
+
+
+def _durable(kind: str, conversation_id: uuid.UUID | str, event_seq: int, **fields: Any) -> Frame:
+    return {"type": kind, "conversation_id": str(conversation_id), "event_seq": event_seq, **fields}
+
+
+def row_frame(
+    kind: str, conversation_id: uuid.UUID | str, row: DisplayMessage, event_seq: int
+) -> Frame:
+    """``{"type": kind, "conversation_id", "event_seq", "message": <display row>}`` where ``kind``
+    is ``display_message_saved`` or ``display_message_updated``; capped as the module says."""
+    data, truncated = _capped_row(row)
+    frame = _durable(kind, conversation_id, event_seq, message=data)
+    if truncated:
+        frame["truncated"] = True
+    return frame
+
+
+def tool_frame(conversation_id: uuid.UUID | str, call: ToolCall, event_seq: int) -> Frame:
+    """``tool_execution_update``: ``call_id, name, status, display_text, result, error``."""
+    frame = _durable(
+        "tool_execution_update",
+        conversation_id,
+        event_seq,
+        call_id=call.call_id,
+        name=call.name,
+        status=call.status,
+        display_text=call.display_text,
+        result=call.result,
+        error=call.error,
+    )
+    for key in ("result", "error"):
+        if _too_big(frame[key]):
+            frame[key] = None
+            frame["truncated"] = True
+    return frame
+
+
+def status_frame(conversation: Conversation, event_seq: int) -> Frame:
+    """``status_changed``: ``status`` and ``pending`` (the pending ask or null)."""
+    return _durable(
+        "status_changed",
+        conversation.pk,
+        event_seq,
+        status=conversation.status,
+        pending=conversation.pending_ask,
+    )
+
+
+def conversation_updated_frame(conversation: Conversation, event_seq: int) -> Frame:
+    """``conversation_updated``: ``conversation`` is the summary row."""
+    return _durable(
+        "conversation_updated", conversation.pk, event_seq, conversation=summary_row(conversation)
+    )
+
+
+def snapshot_frame(conversation: Conversation) -> Frame:
+    """The first frame of a conversation socket: ``{"type": "snapshot", "conversation_id",
+    "event_seq", "conversation": <summary>, "status", "pending"}``."""
+    return {
+        "type": "snapshot",
+        "conversation_id": str(conversation.pk),
+        "event_seq": conversation.last_event_seq,
+        "conversation": summary_row(conversation),
+        "status": conversation.status,
+        "pending": conversation.pending_ask,
+    }
+
+
+def resync_frame(event_seq: int) -> Frame:
+    """``{"type": "resync", "event_seq"}``: too much changed; page REST ``?since=`` instead."""
+    return {"type": "resync", "event_seq": event_seq}
+
+
+def delta_frame(conversation_id: uuid.UUID | str, stream_id: str, text: str) -> Frame:
+    """``display_message_delta`` (ephemeral, no event_seq): ``stream_id`` and ``text``."""
+    return {
+        "type": "display_message_delta",
+        "conversation_id": str(conversation_id),
+        "stream_id": stream_id,
+        "text": text,
+    }
+
+
+def saved_frame(conversation: Conversation, event_seq: int) -> Frame:
+    """User stream: ``{"type": "conversation_saved", "conversation": <summary>, "event_seq"}``."""
+    return {
+        "type": "conversation_saved",
+        "conversation": summary_row(conversation),
+        "event_seq": event_seq,
+    }
+
+
+def deleted_frame(conversation_id: uuid.UUID | str) -> Frame:
+    """``{"type": "conversation_deleted", "conversation_id"}`` (both streams)."""
+    return {"type": "conversation_deleted", "conversation_id": str(conversation_id)}

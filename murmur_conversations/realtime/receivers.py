@@ -1,0 +1,189 @@
+"""Signal receivers that turn committed writes into live events (DESIGN.md sections 4 and 7).
+
+One service call sends its signals in the contract's frame order and ends with
+``conversation_saved``; the receivers collect that call's frames (per thread, keyed by conversation
+and event_seq) and publish them as ONE message on the conversation group when
+``conversation_saved`` arrives, so consumers see every event_seq exactly once and can spot a gap.
+The sidebar, deletion, delta and authentication receivers publish directly. Nothing here blocks:
+``Broadcaster.publish`` only queues. Connected by ``apps.py`` when Channels is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from typing import Any, Final
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import post_save
+
+from murmur_conversations import signals
+from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
+from murmur_conversations.realtime import frames
+from murmur_conversations.realtime.broadcast import get_broadcaster
+from murmur_conversations.realtime.groups import group_name
+from murmur_conversations.tickets import session_digest
+
+#: Calls whose frames are being collected in one thread; more means conversation_saved never came.
+_MAX_OPEN_CALLS: Final = 64
+_local = threading.local()
+
+
+def auth_digest(user: Any) -> str:
+    """A digest of the user's session auth hash: it changes with the password."""
+    return hashlib.sha256(user.get_session_auth_hash().encode()).hexdigest()[:32]
+
+
+def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] | None = getattr(_local, "calls", None)
+    if calls is None:
+        calls = _local.calls = {}
+    key = (conversation_id, event_seq)
+    if key not in calls and len(calls) >= _MAX_OPEN_CALLS:
+        calls.pop(next(iter(calls)))
+    return calls.setdefault(key, [])
+
+
+def _take(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] = getattr(_local, "calls", {})
+    return calls.pop((conversation_id, event_seq), [])
+
+
+def on_display_messages_saved(
+    sender: Any, *, conversation: Conversation, rows: list[DisplayMessage], event_seq: int, **_: Any
+) -> None:
+    """One ``display_message_saved`` per created row, by seq."""
+    collected = _collected(conversation.pk, event_seq)
+    for row in sorted(rows, key=lambda r: r.seq):
+        collected.append(frames.row_frame("display_message_saved", conversation.pk, row, event_seq))
+
+
+def on_display_message_updated(
+    sender: Any, *, conversation: Conversation, row: DisplayMessage, event_seq: int, **_: Any
+) -> None:
+    """One ``display_message_updated`` per changed row (sent by seq)."""
+    _collected(conversation.pk, event_seq).append(
+        frames.row_frame("display_message_updated", conversation.pk, row, event_seq)
+    )
+
+
+def on_tool_call_updated(
+    sender: Any, *, conversation: Conversation, tool_call: ToolCall, event_seq: int, **_: Any
+) -> None:
+    """One ``tool_execution_update`` per call whose status moved."""
+    _collected(conversation.pk, event_seq).append(
+        frames.tool_frame(conversation.pk, tool_call, event_seq)
+    )
+
+
+def on_status_changed(sender: Any, *, conversation: Conversation, event_seq: int, **_: Any) -> None:
+    """``status_changed`` with the status and pending ask at commit."""
+    _collected(conversation.pk, event_seq).append(frames.status_frame(conversation, event_seq))
+
+
+def on_conversation_updated(
+    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+) -> None:
+    """``conversation_updated`` with the summary at commit."""
+    _collected(conversation.pk, event_seq).append(
+        frames.conversation_updated_frame(conversation, event_seq)
+    )
+
+
+def on_conversation_saved(
+    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+) -> None:
+    """Publish the call's frames (even none: the event_seq itself is news) to the conversation
+    group, and ``conversation_saved`` to the owner's sidebar."""
+    broadcaster = get_broadcaster()
+    collected = _take(conversation.pk, event_seq)
+    if event_seq > 0:
+        broadcaster.publish(
+            group_name("conversation", conversation.pk),
+            {"type": "murmur.events", "event_seq": event_seq, "frames": collected},
+        )
+    if conversation.owner_id is not None:
+        broadcaster.publish(
+            group_name("sidebar", conversation.owner_id),
+            {
+                "type": "murmur.sidebar",
+                "conversation_id": str(conversation.pk),
+                "event_seq": event_seq,
+                "frame": frames.saved_frame(conversation, event_seq),
+            },
+        )
+
+
+def on_conversation_deleted(
+    sender: Any, *, conversation_id: uuid.UUID, owner_id: Any, **_: Any
+) -> None:
+    """``conversation_deleted`` to the conversation's sockets (which then close 4404) and to the
+    owner's sidebar."""
+    broadcaster = get_broadcaster()
+    message = {"type": "murmur.deleted", "frame": frames.deleted_frame(conversation_id)}
+    broadcaster.publish(group_name("conversation", conversation_id), message)
+    if owner_id is not None:
+        broadcaster.publish(group_name("sidebar", owner_id), message)
+
+
+def on_delta(
+    sender: Any, *, conversation: Conversation, stream_id: str, text: str, **_: Any
+) -> None:
+    """``display_message_delta``: ephemeral, published at once."""
+    get_broadcaster().publish(
+        group_name("conversation", conversation.pk),
+        {"type": "murmur.delta", "frame": frames.delta_frame(conversation.pk, stream_id, text)},
+    )
+
+
+def on_user_saved(
+    sender: Any, *, instance: Any, created: bool, update_fields: Any = None, **_: Any
+) -> None:
+    """Deactivation or a password change: every socket of the user compares its digest and closes
+    4401 when the user is inactive or the digest changed. Saves of other fields are skipped."""
+    if created or instance.pk is None:
+        return
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
+        return
+    get_broadcaster().publish(
+        group_name("user", instance.pk),
+        {
+            "type": "murmur.auth",
+            "active": bool(getattr(instance, "is_active", True)),
+            "digest": auth_digest(instance),
+        },
+    )
+
+
+def on_user_logged_out(sender: Any, *, request: Any, user: Any = None, **_: Any) -> None:
+    """Logout: close the sockets opened with this session or tickets issued under it (4401)."""
+    session = getattr(request, "session", None)
+    key = getattr(session, "session_key", None)
+    if key:
+        get_broadcaster().publish(
+            group_name("session", session_digest(key)), {"type": "murmur.revoke"}
+        )
+
+
+_CONNECTIONS: Final = (
+    (signals.display_messages_saved, on_display_messages_saved),
+    (signals.display_message_updated, on_display_message_updated),
+    (signals.tool_call_updated, on_tool_call_updated),
+    (signals.status_changed, on_status_changed),
+    (signals.conversation_updated, on_conversation_updated),
+    (signals.conversation_saved, on_conversation_saved),
+    (signals.conversation_deleted, on_conversation_deleted),
+    (signals.delta, on_delta),
+)
+
+
+def connect() -> None:
+    """Connect every receiver (idempotent: each has a ``dispatch_uid``)."""
+    for signal, receiver in _CONNECTIONS:
+        signal.connect(receiver, weak=False, dispatch_uid=f"murmur.realtime.{receiver.__name__}")
+    post_save.connect(
+        on_user_saved, sender=get_user_model(), weak=False, dispatch_uid="murmur.realtime.user"
+    )
+    user_logged_out.connect(on_user_logged_out, weak=False, dispatch_uid="murmur.realtime.logout")

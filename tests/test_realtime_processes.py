@@ -1,0 +1,257 @@
+"""Live updates across processes (DESIGN.md sections 7 and 11, issues 6 and 7), with real uvicorn
+servers on loopback and a real websocket client: the close codes a browser sees; a write made by a
+management command reaching a client through database tailing (embedded default) or Redis; and, on
+Redis, two servers whose clients both receive the same writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from channels.db import database_sync_to_async
+from django.db import connection
+from rest_framework.authtoken.models import Token
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+
+from murmur_conversations import services
+from murmur_conversations.realtime import broadcast
+from tests.test_realtime_support import ticket_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 15  # seconds; servers start inside this bound, frames arrive well within it
+
+
+@pytest.fixture
+def shared_env(settings):
+    """Environment for child processes: the test database, and on Redis a private prefix that
+    this process's channel layer uses too."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    env["PYTHONWARNINGS"] = "ignore"
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
+    else:
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+        env["MURMUR_DB_POOL_MAX"] = "8"
+    redis_url = os.environ.get("REDIS_URL")
+    if redis_url:
+        prefix = f"murmur-p-{uuid.uuid4().hex}"
+        env["REDIS_URL"], env["MURMUR_CHANNEL_PREFIX"] = redis_url, prefix
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [redis_url], "prefix": prefix},
+            }
+        }
+    else:
+        settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
+        }
+    yield env
+    assert broadcast.get_broadcaster().flush(TIMEOUT)
+
+
+@contextlib.contextmanager
+def uvicorn_server(env, log_path: Path):
+    """A uvicorn process serving ``project.asgi:application`` on a socket bound here, so clients
+    can connect at once (the kernel queues them until the server accepts)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "project.asgi:application",
+                "--fd",
+                str(sock.fileno()),
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            pass_fds=[sock.fileno()],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    sock.close()
+    try:
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(TIMEOUT)
+
+
+async def close_code(uri: str) -> int:
+    async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), TIMEOUT)
+        return ws.close_code
+
+
+async def next_frame(ws) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+
+
+async def frames_until(ws, predicate) -> list[dict]:
+    received = []
+    while True:
+        received.append(await next_frame(ws))
+        if predicate(received[-1]):
+            return received
+
+
+def run_recover_interrupted(env, conversation) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "recover_interrupted",
+            "--stale-after",
+            "0",
+            "--conversation",
+            str(conversation.pk),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1 conversation(s) marked interrupted"
+
+
+def patch_title(http_base: str, conversation, token: str) -> int:
+    request = urllib.request.Request(
+        f"{http_base}/api/conversations/{conversation.pk}/",
+        data=json.dumps({"title": "Through server one"}).encode(),
+        method="PATCH",
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return response.status
+
+
+def start_run(conversation) -> None:
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c1", "name": "bash", "input": {}}],
+        },
+    )
+    services.set_status(conversation=conversation, status="running")
+
+
+async def test_real_client_close_codes_and_command_writes(shared_env, tmp_path, user, conversation):
+    """Close codes through uvicorn; a write from this process and one from ``manage.py
+    recover_interrupted`` reach the client (embedded default: through the server's database tail;
+    with REDIS_URL: through Redis)."""
+    await database_sync_to_async(start_run)(conversation)
+    ticket = ticket_for(user)
+    with uvicorn_server(shared_env, tmp_path / "server.log") as base:
+        try:
+            assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
+            bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
+            assert await close_code(bad) == 4404
+            malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
+            assert await close_code(malformed) == 4404
+            since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
+            assert await close_code(since) == 4400
+            uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
+            async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
+                snapshot = await next_frame(ws)
+                assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
+                replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
+                assert replay[0]["message"]["content_type"] == "tool_call"
+                await database_sync_to_async(services.save_message)(
+                    conversation=conversation, message={"role": "user", "content": "here"}
+                )
+                frame = await next_frame(ws)
+                assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "here"})
+                await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
+                frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
+                assert frames[-1]["status"] == "interrupted"
+                assert frames[-1]["event_seq"] == 4
+                card = next(f for f in frames if f["type"] == "display_message_updated")
+                assert card["message"]["status"] == "interrupted"
+                await ws.send("x" * 5000)
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(ws.recv(), TIMEOUT)
+                assert ws.close_code == 1009
+        except BaseException:
+            print((tmp_path / "server.log").read_text())
+            raise
+
+
+@pytest.mark.redis
+async def test_two_servers_share_redis(shared_env, tmp_path, user, conversation):
+    """Issue 7: clients of two ASGI servers sharing Redis both receive a write made in a third
+    process, one made through the first server (REST PATCH) and one made by a management
+    command."""
+    await database_sync_to_async(start_run)(conversation)
+    ticket = ticket_for(user)
+    with (
+        uvicorn_server(shared_env, tmp_path / "one.log") as one,
+        uvicorn_server(shared_env, tmp_path / "two.log") as two,
+    ):
+        path = f"/ws/conversations/{conversation.pk}/?ticket={ticket}"
+        async with (
+            ws_connect(one + path, open_timeout=TIMEOUT) as first,
+            ws_connect(two + path, open_timeout=TIMEOUT) as second,
+            ws_connect(f"{two}/ws/conversations/?ticket={ticket}", open_timeout=TIMEOUT) as stream,
+        ):
+            for ws in (first, second):
+                assert (await next_frame(ws))["type"] == "snapshot"
+            await database_sync_to_async(services.save_message)(
+                conversation=conversation, message={"role": "user", "content": "both"}
+            )
+            for ws in (first, second):
+                frame = await next_frame(ws)
+                assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "both"})
+            assert (await next_frame(stream))["event_seq"] == 3
+            token = await database_sync_to_async(Token.objects.create)(user=user)
+            status = await asyncio.to_thread(
+                patch_title, one.replace("ws://", "http://"), conversation, token.key
+            )
+            assert status == 200
+            for ws in (first, second):
+                frame = await next_frame(ws)
+                assert (frame["type"], frame["event_seq"]) == ("conversation_updated", 4)
+                assert frame["conversation"]["title"] == "Through server one"
+            assert (await next_frame(stream))["event_seq"] == 4
+            await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
+            for ws in (first, second):
+                frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
+                assert [f["type"] for f in frames] == [
+                    "display_message_updated",
+                    "tool_execution_update",
+                    "status_changed",
+                ]
+                assert {f["event_seq"] for f in frames} == {5}
+            saved = await next_frame(stream)
+            assert (saved["type"], saved["event_seq"]) == ("conversation_saved", 5)
