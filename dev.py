@@ -102,8 +102,8 @@ def demo(extra: list[str]) -> None:
             HOST,
             "--port",
             PORT,
-            "--ws",
-            "websockets",
+            "--lifespan",
+            "off",  # Channels' ProtocolTypeRouter has no lifespan handler
             *extra,
         ],
         env,
