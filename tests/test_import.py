@@ -476,7 +476,7 @@ def test_agentfootprint_refusals_name_the_problem(tmp_path, user, value, reason)
     [
         (["--owner", "nobody"], "no user with username 'nobody'"),
         (["--owner", "{user}", "--format", "yaml"], "unknown --format 'yaml'"),
-        (["--owner", "{user}", "--format", "muse"], "--format muse is not supported"),
+        (["-", "--owner", "{user}", "--follow"], "--follow takes exactly one source"),
         (["{path}", "--owner", "{user}", "--follow"], "--follow takes exactly one source"),
     ],
 )

@@ -118,18 +118,3 @@ def test_codex_exec_call_left_in_progress_is_interrupted(tmp_path, user):
     call.refresh_from_db()
     assert call.status == "completed"
     assert Conversation.objects.count() == 1
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "muse_exec_jsonl/echo_basic.jsonl",
-        "claude_code_session/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
-        "claude_code_stream_json/explore_count_files.jsonl",
-    ],
-)
-def test_agent_logs_without_a_parser_yet_are_named_and_refused(user, name):
-    code, _, err = run(CORPUS / name, "--owner", user.username)
-    assert code == 2
-    assert "which this version cannot read yet" in err
-    assert not Conversation.objects.exists()

@@ -129,7 +129,7 @@ class RolloutParser:
         )
         if self.key is None and isinstance(meta_id, str) and meta_id:
             self.key = meta_id
-        known = kind in KNOWN_LINES and isinstance(payload, dict)
+        known = isinstance(kind, str) and kind in KNOWN_LINES and isinstance(payload, dict)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"
         items: list[Item] = [
             Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=not known)
@@ -163,4 +163,5 @@ class RolloutParser:
 
 def sniff(first: dict[str, Any]) -> bool:
     """Whether a first line looks like a rollout line: a known ``type`` with a ``payload``."""
-    return first.get("type") in KNOWN_LINES and isinstance(first.get("payload"), dict)
+    kind = first.get("type")
+    return isinstance(kind, str) and kind in KNOWN_LINES and isinstance(first.get("payload"), dict)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import codecs
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from murmur_conversations.importers.records import SourceLine
@@ -79,3 +79,52 @@ def iter_lines(stream: IO[bytes]) -> Iterator[SourceLine]:
         line = decode_line(raw, number)
         if line is not None:
             yield line
+
+
+def follow_lines(
+    stream: IO[bytes],
+    *,
+    wait: Callable[[], None] | None,
+    refuse: Callable[[int, str, bytes], None],
+) -> Iterator[SourceLine]:
+    """The lines of a live ``stream`` as they arrive (``--follow``), numbered like
+    :func:`iter_lines`. With ``wait`` None (a pipe, stdin) it ends at the end of the stream; with a
+    ``wait`` (a file) it calls ``wait()`` at the end of the file and reads again, so appended
+    lines are read, until ``wait`` raises ``KeyboardInterrupt``. A line is given only once its
+    ``\\n`` has arrived; what is left when the stream ends is given as an incomplete last line. A
+    line that is not UTF-8 cannot be refused with its whole source here: it is passed to
+    ``refuse(number, reason, raw)`` and skipped."""
+    number = 0
+    pending = b""
+    try:
+        while True:
+            raw = stream.readline()
+            if raw.endswith(b"\n"):
+                number += 1
+                data, pending = pending + raw, b""
+                line = _decode_or_refuse(data, number, refuse)
+                if line is not None:
+                    yield line
+                continue
+            pending += raw
+            if wait is None:
+                if not raw:
+                    break
+                continue
+            wait()
+    except KeyboardInterrupt:
+        pass  # the person stopped following: what has arrived is finished below
+    if pending:
+        line = _decode_or_refuse(pending, number + 1, refuse)
+        if line is not None:
+            yield line
+
+
+def _decode_or_refuse(
+    raw: bytes, number: int, refuse: Callable[[int, str, bytes], None]
+) -> SourceLine | None:
+    try:
+        return decode_line(raw, number)
+    except NotUTF8 as error:
+        refuse(number, str(error), raw)
+        return None

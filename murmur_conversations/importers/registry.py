@@ -11,7 +11,15 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from murmur_conversations.importers import agentfootprint, anthropic, codex, murmur, openai
+from murmur_conversations.importers import (
+    agentfootprint,
+    anthropic,
+    claude_code,
+    codex,
+    murmur,
+    muse,
+    openai,
+)
 from murmur_conversations.importers.records import ParseContext, Parser, SourceLine, parse_json
 
 #: Every format name of ``--format``, ``auto`` aside, in the order of DESIGN.md section 8.
@@ -19,6 +27,8 @@ FORMAT_NAMES = ("murmur", "muse", "claude-code", "codex", "openai", "anthropic",
 
 PARSERS: dict[str, Callable[[ParseContext], Parser]] = {
     murmur.NAME: murmur.parser,
+    muse.NAME: muse.parser,
+    claude_code.NAME: claude_code.parser,
     openai.NAME: openai.parser,
     anthropic.NAME: anthropic.parser,
     agentfootprint.NAME: agentfootprint.parser,
@@ -54,20 +64,12 @@ def _document_format(value: Any) -> str | None:
     return None
 
 
-#: Record types of Claude Code session transcripts and stream-json output (FORMATS.md section 4).
-_CLAUDE_TYPES = frozenset(
-    {"user", "assistant", "summary", "system", "queue-operation", "last-prompt", "result"}
-)
-
-
 def _agent_log_format(first: dict[str, Any]) -> str | None:
-    """muse journals and Claude Code logs are recognised (their parsers may not be installed)."""
-    if "schema_version" in first and "payload_type" in first:
-        return "muse"
-    if first.get("type") in _CLAUDE_TYPES and any(
-        key in first for key in ("sessionId", "session_id", "uuid")
-    ):
-        return "claude-code"
+    """muse journals and Claude Code logs (transcripts and stream-json)."""
+    if muse.sniff(first):
+        return muse.NAME
+    if claude_code.sniff(first):
+        return claude_code.NAME
     return None
 
 
@@ -89,6 +91,18 @@ def _line_format(first: dict[str, Any], sample: list[dict[str, Any]]) -> str | N
     if isinstance(first.get("role"), str):
         return _list_format(sample)
     return None
+
+
+def detect_live(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:
+    """Like :func:`detect`, for a live stream (``--follow``): told by the first line that is a JSON
+    object, so nothing waits for more lines than that; None when the stream ends first."""
+    head: list[SourceLine] = []
+    for line in lines:
+        head.append(line)
+        value, reason = parse_json(line.text)
+        if reason is None and isinstance(value, dict):
+            return _line_format(value, [value]), head
+    return None, head
 
 
 def detect(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:

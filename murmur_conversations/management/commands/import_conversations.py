@@ -7,9 +7,11 @@ and for usage errors (unknown owner or format, ``--follow`` with several sources
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -18,9 +20,23 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, run_import
-from murmur_conversations.importers.reading import NotUTF8, check_utf8, iter_lines, spool
-from murmur_conversations.importers.records import ParseContext, Problem, SourceLine
+from murmur_conversations.importers.reading import (
+    NotUTF8,
+    check_utf8,
+    follow_lines,
+    iter_lines,
+    spool,
+)
+from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 
+#: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
+FOLLOW_POLL_SECONDS: Final = 0.25
+#: Said on stderr by ``--follow`` when live events cannot leave this process.
+PROCESS_LOCAL_NOTE: Final = (
+    "note: the channel layer is process-local: browsers get the durable messages of this import "
+    "through database tailing, but streamed text (deltas) reaches them only with a shared layer; "
+    "set REDIS_URL (channels_redis) to see it live."
+)
 #: A progress bar is shown on a terminal, or for sources at least this large (bytes).
 LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
 STDIN: Final = "-"
@@ -42,10 +58,12 @@ def _progress(lines: Iterator[SourceLine], total: int | None, name: str) -> Iter
 
 class Command(BaseCommand):
     help = (
-        "Import conversations from agent logs and message lists (murmur records, OpenAI and "
-        "Anthropic message lists, agentfootprint envelopes). '-' reads stdin."
+        "Import conversations from agent logs and message lists (murmur records, muse journals, "
+        "Claude Code transcripts and stream-json, Codex rollouts and exec streams, OpenAI and "
+        "Anthropic message lists, agentfootprint envelopes). '-' reads stdin; --follow ingests "
+        "one live stream."
     )
-    stealth_options = ("stdin",)
+    stealth_options = ("stdin", "follow_wait")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", metavar="PATH", help="files to import; - is stdin")
@@ -59,7 +77,10 @@ class Command(BaseCommand):
             "--conversation-id", metavar="ID", help="the conversation key to import into"
         )
         parser.add_argument(
-            "--follow", action="store_true", help="ingest one live stream line by line"
+            "--follow",
+            action="store_true",
+            help="ingest one live source line by line: stdin until it ends, or a file, waiting "
+            "for appends until interrupted",
         )
         parser.add_argument("--dry-run", action="store_true", help="read and check; write nothing")
 
@@ -68,12 +89,21 @@ class Command(BaseCommand):
         paths: list[str] = options["paths"]
         self._check_format(fmt)
         owner = self._owner(options["owner"])
-        if options["follow"]:
-            if len(paths) != 1:
-                raise CommandError("--follow takes exactly one source", returncode=2)
-            raise CommandError("--follow is not supported yet", returncode=2)
+        if options["follow"] and len(paths) != 1:
+            raise CommandError("--follow takes exactly one source", returncode=2)
         self._check_paths(paths)
         stdin = options.get("stdin") or sys.stdin.buffer
+        if options["follow"]:
+            self._follow(
+                paths[0],
+                stdin=stdin,
+                fmt=fmt,
+                owner=owner,
+                conversation_id=options["conversation_id"],
+                dry_run=options["dry_run"],
+                wait=options.get("follow_wait") or wait_for_append,
+            )
+            return
         outcomes: list[Outcome] = []
         refused_sources = 0
         for path in paths:
@@ -105,12 +135,6 @@ class Command(BaseCommand):
         if fmt != "auto" and fmt not in registry.FORMAT_NAMES:
             raise CommandError(
                 f"unknown --format {fmt!r}; use auto or one of {', '.join(registry.FORMAT_NAMES)}",
-                returncode=2,
-            )
-        if fmt != "auto" and fmt not in registry.PARSERS:
-            raise CommandError(
-                f"--format {fmt} is not supported by this version yet; supported: "
-                f"{', '.join(registry.PARSERS)}",
                 returncode=2,
             )
 
@@ -173,12 +197,6 @@ class Command(BaseCommand):
                         self._report(name, Problem(None, "cannot tell the format; pass --format"))
                         return None
                     detected = "murmur"  # an empty source: nothing to tell, nothing to import
-                if detected not in registry.PARSERS:
-                    self._report(
-                        name,
-                        Problem(None, f"looks like {detected}, which this version cannot read yet"),
-                    )
-                    return None
                 source = detected
                 lines = _chain(head, lines)
             parser = registry.make_parser(
@@ -195,6 +213,82 @@ class Command(BaseCommand):
         self._summary(name, source, outcome, dry_run)
         return outcome
 
+    # ------------------------------------------------------------------ --follow
+
+    def _follow(
+        self,
+        path: str,
+        *,
+        stdin: IO[bytes],
+        fmt: str,
+        owner: Any,
+        conversation_id: str | None,
+        dry_run: bool,
+        wait: Callable[[], None],
+    ) -> None:
+        """Ingest one live source line by line (DESIGN.md section 8): stdin until it ends, a file
+        until interrupted (Ctrl-C ends cleanly, with the summary). Each line is written through the
+        services as soon as it completes a message; streamed text goes to ``broadcast_delta``."""
+        name = "<stdin>" if path == STDIN else path
+        if not dry_run and layer_is_process_local():
+            self.stderr.write(PROCESS_LOCAL_NOTE)
+        refused = 0
+
+        def refuse(number: int, reason: str, raw: bytes) -> None:
+            nonlocal refused
+            refused += 1
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            self._report(name, Problem(number, reason, excerpt(text)))
+
+        parts: tuple[str, ...] = ()
+        file_wait: Callable[[], None] | None = None
+        with contextlib.ExitStack() as stack:
+            if path == STDIN:
+                stream = stdin
+            else:
+                stream = stack.enter_context(open(path, "rb"))
+                parts = Path(os.path.abspath(path)).parts
+                file_wait = wait
+            lines: Iterator[SourceLine] = follow_lines(stream, wait=file_wait, refuse=refuse)
+            source = fmt
+            if fmt == "auto":
+                detected, head = registry.detect_live(lines)
+                if detected is None:
+                    if head:
+                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
+                        raise CommandError("the source was refused", returncode=2)
+                    detected = "murmur"
+                source = detected
+                lines = _chain(head, lines)
+            parser = registry.make_parser(
+                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
+            )
+            try:
+                outcome = run_import(
+                    lines=lines,
+                    parser=parser,
+                    source=source,
+                    owner=owner,
+                    dry_run=dry_run,
+                    live=True,
+                    report=lambda problem: self._report(name, problem),
+                )
+            except KeyboardInterrupt:
+                raise CommandError(
+                    "interrupted while writing; every line before it was saved; run the same "
+                    "command again to resume",
+                    returncode=1,
+                ) from None
+        self._summary(name, source, outcome, dry_run)
+        if not outcome.usable:
+            raise CommandError("the source had no usable line; nothing was imported", returncode=2)
+        if outcome.problems or refused:
+            raise CommandError(
+                f"{outcome.problems + refused} line(s) refused; see the messages above. Every "
+                "other line was imported.",
+                returncode=1,
+            )
+
     def _summary(self, name: str, source: str, outcome: Outcome, dry_run: bool) -> None:
         if dry_run:
             text = (
@@ -209,6 +303,23 @@ class Command(BaseCommand):
                 f"interrupted, {outcome.problems} refused"
             )
         self.stdout.write(text)
+
+
+def wait_for_append() -> None:
+    """The default ``--follow`` wait at the end of a file: a short sleep before reading again.
+    Tests pass their own through the ``follow_wait`` option."""
+    time.sleep(FOLLOW_POLL_SECONDS)
+
+
+def layer_is_process_local() -> bool:
+    """``murmur_conversations.realtime.layer_is_process_local()``, or False when the realtime
+    package (or that function) is not there."""
+    try:
+        realtime = importlib.import_module("murmur_conversations.realtime")
+    except ImportError:
+        return False
+    check = getattr(realtime, "layer_is_process_local", None)
+    return bool(check()) if callable(check) else False
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:

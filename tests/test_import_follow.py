@@ -1,0 +1,200 @@
+"""``import_conversations --follow`` (issue 9; DESIGN.md section 8): a live stream from stdin until
+it ends, or a file waiting for appends until interrupted. The wait at the end of the file is
+injected (``follow_wait``), so the test appends the next line there: no sleeps, no threads."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from murmur_conversations import signals
+from murmur_conversations.management.commands import import_conversations
+from murmur_conversations.models import Conversation, Message, ToolCall
+from tests.test_import import CORPUS
+
+pytestmark = pytest.mark.django_db
+
+MUSE = CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl"
+LAYER_CHECK = import_conversations.layer_is_process_local
+
+
+@pytest.fixture
+def deltas():
+    """The ``delta`` signals sent (``broadcast_delta``), as ``(stream_id, text)``."""
+    got: list[tuple[str, str]] = []
+
+    def receive(sender, *, stream_id, text, **kwargs):
+        got.append((stream_id, text))
+
+    signals.delta.connect(receive)
+    yield got
+    signals.delta.disconnect(receive)
+
+
+@pytest.fixture(autouse=True)
+def shared_layer(monkeypatch):
+    """Most tests run as with a shared layer; one test sets the process-local case."""
+    monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
+
+
+class Appender:
+    """The ``follow_wait`` of a test: each call (the follower reached the end of the file)
+    records what is in the database, then appends the next chunk; with none left it interrupts,
+    as Ctrl-C would."""
+
+    def __init__(self, path, chunks, deltas):
+        self.path = path
+        self.chunks = list(chunks)
+        self.deltas = deltas
+        self.seen: list[tuple[int, int, int]] = []  # (chunks written, messages, deltas)
+        self.written = 0
+
+    def __call__(self):
+        self.seen.append((self.written, Message.objects.count(), len(self.deltas)))
+        if not self.chunks:
+            raise KeyboardInterrupt
+        with self.path.open("ab") as file:
+            file.write(self.chunks.pop(0))
+        self.written += 1
+
+
+def follow(path, user, wait, *extra):
+    return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
+
+
+def run(*args, stdin=None, follow_wait=None):
+    """Run the command; return (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    options = {"stdin": stdin, "follow_wait": follow_wait}
+    options = {k: v for k, v in options.items() if v is not None}
+    try:
+        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **options)
+    except CommandError as error:
+        return error.returncode, out.getvalue(), err.getvalue() + str(error)
+    return 0, out.getvalue(), err.getvalue()
+
+
+def test_follow_a_file_line_by_line(tmp_path, user, deltas):
+    lines = MUSE.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"")
+    wait = Appender(path, lines, deltas)
+    code, out, err = follow(path, user, wait)
+    assert (code, err) == (0, "")
+    assert "(muse): 1 conversation(s), 6 message(s) added of 6 read" in out
+    by_lines = {written: (messages, sent) for written, messages, sent in wait.seen}
+    assert by_lines[3] == (0, 0)  # the prompt is line 4
+    assert by_lines[4] == (1, 0)  # stored as soon as its line arrived
+    assert by_lines[26] == (2, 0)  # line 26 names the write_file call: its card exists
+    assert by_lines[29] == (2, 1)  # tool output streamed (a delta), not stored
+    assert by_lines[31] == (3, 1)  # the tool result
+    assert by_lines[76] == (5, 6)  # four answer deltas seen, the answer not stored yet
+    assert by_lines[91] == (6, 6)  # the terminal: the answer, once
+    assert [m for _, m, _ in wait.seen] == sorted(m for _, m, _ in wait.seen)
+    answer = [text for stream, text in deltas if stream == "63a61abc-2c10-40dd-ab6d-ef00d48a5a29"]
+    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    assert {c.status for c in ToolCall.objects.all()} == {"completed"}
+    assert Conversation.objects.get().status == "idle"
+
+
+def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
+    line = json.dumps({"role": "user", "content": "hello", "id": "m1"}).encode() + b"\n"
+    path = tmp_path / "conversation.jsonl"
+    path.write_bytes(line[:10])
+    wait = Appender(path, [line[10:]], deltas)
+    code, _out, err = follow(path, user, wait, "--format", "murmur")
+    assert (code, err) == (0, "")
+    assert Message.objects.get().message_id == "m1"
+    assert wait.seen == [(0, 0, 0), (1, 1, 0)]
+
+
+def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
+    good = json.dumps({"role": "user", "content": "hello", "id": "m1"})
+    path = tmp_path / "conversation.jsonl"
+    path.write_bytes(good.encode() + b'\n{"role":"assis')
+    code, out, err = follow(path, user, Appender(path, [], deltas), "--format", "murmur")
+    assert code == 1
+    assert "conversation.jsonl:2: torn last line" in err
+    assert "1 message(s) added" in out
+    assert Message.objects.count() == 1
+
+
+def test_follow_stdin_until_it_ends(user, deltas):
+    code, out, err = run(
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+    )
+    assert (code, err) == (0, "")
+    assert "<stdin> (muse): 1 conversation(s), 6 message(s) added" in out
+    assert len(deltas) == 6  # four answer deltas, two tool outputs
+    assert ToolCall.objects.filter(status="completed").count() == 2
+    code, out, _ = run(
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+    )
+    assert code == 0
+    assert "0 message(s) added of 6 read" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "messages", "calls"),
+    [
+        ("claude_code_stream_json/explore_count_files.jsonl", 3, 1),
+        ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
+    ],
+)
+def test_follow_other_live_streams(user, name, messages, calls):
+    data = (CORPUS / name).read_bytes()
+    code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
+    assert (code, err) == (0, "")
+    assert Message.objects.count() == messages
+    assert ToolCall.objects.filter(status="completed").count() == calls
+
+
+def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas):
+    data = (
+        b'{"role":"user","content":"a","id":"m1"}\n'
+        b'{"role":"user","content":"\xe9","id":"m2"}\n'
+        b'{"role":"assistant","content":"b","id":"m3"}\n'
+    )
+    code, _out, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
+    assert code == 1
+    assert "<stdin>:2: line 2 is not UTF-8 (byte 0xe9" in err
+    assert [m.message_id for m in Message.objects.order_by("position")] == ["m1", "m3"]
+
+
+def test_follow_dry_run_and_empty_or_unknown_streams(user):
+    stdin = io.BytesIO(MUSE.read_bytes())
+    code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
+    assert code == 0
+    assert "6 message(s) readable" in out
+    assert not Conversation.objects.exists()
+    code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(b""))
+    assert code == 2
+    code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(b'{"x":1}\n'))
+    assert code == 2
+    assert "cannot tell the format" in err
+    assert not Conversation.objects.exists()
+
+
+def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
+    monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
+    stdin = io.BytesIO(MUSE.read_bytes())
+    code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
+    assert code == 0
+    assert "database tailing" in err
+    assert "REDIS_URL" in err
+
+
+def test_layer_check_is_guarded(monkeypatch):
+    import murmur_conversations.realtime as realtime
+
+    monkeypatch.setattr(realtime, "layer_is_process_local", lambda: True, raising=False)
+    assert LAYER_CHECK() is True
+    monkeypatch.delattr(realtime, "layer_is_process_local")
+    assert LAYER_CHECK() is False  # the realtime package without the function yet
+    monkeypatch.setitem(sys.modules, "murmur_conversations.realtime", None)
+    assert LAYER_CHECK() is False  # no realtime package at all
