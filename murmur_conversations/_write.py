@@ -179,7 +179,8 @@ def lock_conversation(pk: uuid.UUID, using: str) -> Conversation:
         raise ConversationNotFound(f"no conversation {pk}") from None
 
 
-def _copy_state(target: Conversation, source: Conversation) -> None:
+def copy_state(target: Conversation, source: Conversation) -> None:
+    """Copy every concrete field of ``source`` onto ``target`` (refresh a caller's instance)."""
     for model_field in Conversation._meta.concrete_fields:
         setattr(target, model_field.attname, getattr(source, model_field.attname))
 
@@ -199,4 +200,4 @@ def writing(conversation: ConversationRef) -> Iterator[Write]:
         yield write
         write.finish()
     if isinstance(conversation, Conversation) and conversation is not write.conversation:
-        _copy_state(conversation, write.conversation)
+        copy_state(conversation, write.conversation)

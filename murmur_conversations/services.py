@@ -18,15 +18,16 @@ from datetime import timedelta
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, router, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from murmur_conversations import signals
+from murmur_conversations import _fastpath, signals
 from murmur_conversations._write import (
     ConversationRef,
     Write,
     conversation_pk,
+    copy_state,
     database_errors,
     lock_conversation,
     send,
@@ -527,6 +528,18 @@ def save_messages(
         except InvalidContent as error:
             raise InvalidContent(f"message {index}: {error}") from error
     records = list(source_records or ())
+    using = router.db_for_write(Conversation)
+    if _fastpath.eligible(connections[using].vendor, normalized, bool(records)):
+        appended = _fastpath.try_append(
+            conversation_pk=conversation_pk(conversation),
+            using=using,
+            messages=normalized,
+            now=timezone.now(),
+        )
+        if appended is not None:
+            if isinstance(conversation, Conversation):
+                copy_state(conversation, appended[0])
+            return appended[1]
     with writing(conversation) as write:
         conv = write.conversation
         given = {m.message_id for m in normalized if m.id_given}

@@ -1,0 +1,186 @@
+"""The single-statement append for PostgreSQL: plain messages in one round trip.
+
+``save_messages`` takes this path for messages that need no state from the database besides the
+counters (no tool calls, no tool results, no source records) and falls back to the general path for
+everything else, and whenever this path declines (a duplicate id, a race, a missing conversation).
+
+One statement updates the conversation row (which locks it and numbers the batch), inserts the
+record rows and inserts the display rows, so the invariants hold exactly as on the general path:
+positions and seqs come from the locked counters, and one event_seq is taken.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+
+from murmur_conversations import signals
+from murmur_conversations._write import database_errors, send_on_commit
+from murmur_conversations.messages import NormalizedMessage, display_parts
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolStatus
+
+_CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
+_JSON_FIELDS = {"metadata", "pending_ask"}
+
+
+def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_records: bool) -> bool:
+    """Whether a batch can take the single-statement path."""
+    return (
+        connection_vendor == "postgresql"
+        and bool(messages)
+        and not has_records
+        and all(m.injected or (not m.is_tool_result and not m.calls) for m in messages)
+        and len({m.message_id for m in messages}) == len(messages)
+    )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _sql() -> str:
+    conv = Conversation._meta.db_table
+    msg = Message._meta.db_table
+    disp = DisplayMessage._meta.db_table
+    returning = ", ".join(f'"{name}"' for name in _CONVERSATION_FIELDS)
+    return f"""
+WITH c AS (
+  UPDATE "{conv}" SET
+    "record_length" = "record_length" + %(n)s,
+    "transcript_count" = "transcript_count" + %(t)s,
+    "last_seq" = "last_seq" + %(r)s,
+    "last_event_seq" = "last_event_seq" + 1,
+    "saved_at" = %(now)s
+  WHERE "id" = %(conversation)s AND NOT EXISTS (
+    SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
+      AND "message_id" = ANY(%(ids)s::varchar[]))
+  RETURNING {returning}
+), m AS (
+  INSERT INTO "{msg}" ("conversation_id", "position", "message_id", "role", "content",
+                       "tool_call_id", "is_error", "source_id", "extra", "created_at")
+  SELECT c."id", c."record_length" - %(n)s + v.i, v.message_id, v.role, v.content::jsonb,
+         '', v.is_error, v.source_id, v.extra::jsonb, %(now)s
+  FROM c, unnest(%(m_index)s::int[], %(ids)s::varchar[], %(roles)s::varchar[],
+                 %(contents)s::text[], %(errors)s::bool[], %(sources)s::varchar[],
+                 %(extras)s::text[]) AS v(i, message_id, role, content, is_error, source_id, extra)
+  RETURNING "id", "position"
+), d AS (
+  INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
+                        "content", "status", "tool_call_id", "metadata", "created_event_seq",
+                        "event_seq", "created_at", "updated_at")
+  SELECT c."id", m."id", c."last_seq" - %(r)s + w.k, w.message_type, w.content_type,
+         w.content::jsonb, %(status)s, NULL, w.metadata::jsonb, c."last_event_seq",
+         c."last_event_seq", %(now)s, %(now)s
+  FROM c, unnest(%(d_index)s::int[], %(d_message)s::int[], %(types)s::varchar[],
+                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[])
+       AS w(k, i, message_type, content_type, content, metadata)
+  JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + w.i
+  RETURNING "id", "seq", "message_id"
+)
+SELECT c.*, (SELECT COALESCE(array_agg(d."id" ORDER BY d."seq"), '{{}}') FROM d) AS display_ids,
+       (SELECT COALESCE(array_agg(m."id" ORDER BY m."position"), '{{}}') FROM m) AS message_ids
+FROM c
+"""
+
+
+def try_append(
+    *, conversation_pk: Any, using: str, messages: list[NormalizedMessage], now: Any
+) -> tuple[Conversation, list[DisplayMessage]] | None:
+    """Append ``messages`` in one statement; None when this path declines (then nothing was
+    written and the caller takes the general path). Sends the same signals as the general path."""
+    params: dict[str, Any] = {
+        "conversation": conversation_pk,
+        "now": now,
+        "n": len(messages),
+        "t": sum(m.in_transcript for m in messages),
+        "status": ToolStatus.COMPLETED,
+        "m_index": [],
+        "ids": [],
+        "roles": [],
+        "contents": [],
+        "errors": [],
+        "sources": [],
+        "extras": [],
+        "d_index": [],
+        "d_message": [],
+        "types": [],
+        "content_types": [],
+        "d_contents": [],
+        "metas": [],
+    }
+    parts_by_message = []
+    for index, message in enumerate(messages, start=1):
+        params["m_index"].append(index)
+        params["ids"].append(message.message_id)
+        params["roles"].append(message.role)
+        params["contents"].append(_dump(message.content))
+        params["errors"].append(message.is_error)
+        params["sources"].append(message.source_id)
+        params["extras"].append(_dump(message.extra))
+        parts = display_parts(message)
+        parts_by_message.append(parts)
+        for part in parts:
+            params["d_index"].append(len(params["d_index"]) + 1)
+            params["d_message"].append(index)
+            params["types"].append(part.message_type)
+            params["content_types"].append(part.content_type)
+            params["d_contents"].append(_dump(part.content))
+            params["metas"].append(_dump(part.metadata))
+    params["r"] = len(params["d_index"])
+    connection = connections[using]
+    with database_errors():
+        try:
+            if connection.in_atomic_block:  # a savepoint keeps the caller's transaction usable
+                with transaction.atomic(using=using), connection.cursor() as cursor:
+                    cursor.execute(_sql(), params)
+                    row = cursor.fetchone()
+            else:  # autocommit: the statement is its own transaction, one round trip
+                with connection.cursor() as cursor:
+                    cursor.execute(_sql(), params)
+                    row = cursor.fetchone()
+        except IntegrityError:
+            return None  # a concurrent writer stored one of these ids first
+    if row is None:
+        return None  # missing conversation or a known id: the general path answers
+    values = dict(zip(_CONVERSATION_FIELDS, row[:-2], strict=True))
+    for name in _JSON_FIELDS:  # Django leaves jsonb undecoded for its own fields to decode
+        if isinstance(values[name], str):
+            values[name] = json.loads(values[name])
+    conversation = Conversation(**values)
+    display_ids, message_ids = row[-2], row[-1]
+    first_seq = conversation.last_seq - params["r"] + 1
+    event_seq = conversation.last_event_seq
+    rows: list[DisplayMessage] = []
+    for parts, message_pk in zip(parts_by_message, message_ids, strict=True):
+        for part in parts:
+            rows.append(
+                DisplayMessage(
+                    pk=display_ids[len(rows)],
+                    conversation=conversation,
+                    message_id=message_pk,
+                    seq=first_seq + len(rows),
+                    message_type=part.message_type,
+                    content_type=part.content_type,
+                    content=part.content,
+                    status=ToolStatus.COMPLETED,
+                    metadata=dict(part.metadata),
+                    created_event_seq=event_seq,
+                    event_seq=event_seq,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+    if rows:
+        send_on_commit(
+            signals.display_messages_saved,
+            using,
+            conversation=conversation,
+            rows=rows,
+            event_seq=event_seq,
+        )
+    send_on_commit(
+        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
+    )
+    return conversation, rows

@@ -1,0 +1,123 @@
+"""The PostgreSQL single-statement append (``_fastpath``) writes exactly what the general path
+writes: the same record rows, display rows, counters, event_seq and signals."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from murmur_conversations import _fastpath, services, signals
+from murmur_conversations.models import Conversation, DisplayMessage, Message
+from tests.helpers import assert_counters_match_rows
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+BATCH = [
+    {"role": "user", "content": "plain text", "id": "u1"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "answer", "citations": []},
+            {"type": "image", "url": "https://example.invalid/a.png"},
+            {"type": "mystery", "x": 1},
+            {"type": "text", "text": ""},
+        ],
+    },
+    {"role": "developer", "content": "be brief"},
+    {"role": "user", "content": "<ctx>", "injected": True, "source_id": "src"},
+    {"role": "assistant", "content": None, "zeta": {"k": [1, 2]}},
+    {"role": "user", "content": "nul\x00 and \ud800 text", "is_error": True},
+]
+
+
+def snapshot(conversation):
+    conversation.refresh_from_db()
+    records = list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("position")
+        .values("position", "role", "content", "tool_call_id", "is_error", "source_id", "extra")
+    )
+    rows = list(
+        DisplayMessage.objects.filter(conversation=conversation)
+        .order_by("seq")
+        .values(
+            "seq",
+            "message__position",
+            "message_type",
+            "content_type",
+            "content",
+            "status",
+            "metadata",
+            "created_event_seq",
+            "event_seq",
+            "tool_call_id",
+        )
+    )
+    counters = (
+        conversation.record_length,
+        conversation.transcript_count,
+        conversation.last_seq,
+        conversation.last_event_seq,
+    )
+    return records, rows, counters
+
+
+def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
+    fast, general = make_conversation(), make_conversation()
+    assert _fastpath.eligible(connection.vendor, [], False) is False
+    returned_fast = services.save_messages(conversation=fast, messages=BATCH)
+    services.save_message(conversation=fast, message={"role": "user", "content": "again"})
+    monkeypatch.setattr(_fastpath, "eligible", lambda *args: False)
+    returned_general = services.save_messages(conversation=general, messages=BATCH)
+    services.save_message(conversation=general, message={"role": "user", "content": "again"})
+    assert snapshot(fast) == snapshot(general)
+    assert [(r.seq, r.content) for r in returned_fast] == [
+        (r.seq, r.content) for r in returned_general
+    ]
+    assert_counters_match_rows(fast)
+
+
+def test_fast_path_signals_and_instance_refresh(conversation):
+    received = []
+
+    def receiver(sender, **kwargs):
+        received.append(kwargs)
+
+    signals.display_messages_saved.connect(receiver)
+    try:
+        rows = services.save_messages(conversation=conversation, messages=BATCH[:2])
+    finally:
+        signals.display_messages_saved.disconnect(receiver)
+    assert conversation.record_length == 2  # the caller's instance is refreshed
+    assert [r.pk for r in received[0]["rows"]] == [r.pk for r in rows]
+    assert received[0]["event_seq"] == 1
+    assert all(r.pk is not None and r.message_id is not None for r in rows)
+
+
+def test_known_id_and_missing_conversation_fall_back(conversation):
+    first = services.save_message(
+        conversation=conversation, message={"role": "user", "content": "x", "id": "same"}
+    )
+    again = services.save_message(
+        conversation=conversation, message={"role": "user", "content": "y", "id": "same"}
+    )
+    assert [r.pk for r in again] == [r.pk for r in first]
+    Conversation.objects.filter(pk=conversation.pk).delete()
+    from murmur_conversations.exceptions import ConversationNotFound
+
+    with pytest.raises(ConversationNotFound):
+        services.save_message(
+            conversation=conversation.pk, message={"role": "user", "content": "z"}
+        )
+
+
+def test_fast_path_inside_a_callers_transaction_rolls_back_with_it(conversation):
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
+        raise RuntimeError
+    assert not Message.objects.filter(conversation=conversation).exists()
+    conversation.refresh_from_db()
+    assert conversation.last_event_seq == 0
