@@ -136,7 +136,9 @@ STATIC_URL = "static/"
 # collectstatic target for production; the demo's ASGI handler serves static files from the finders.
 STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
     # The app's views take only authentication and throttling from here (DESIGN.md section 5).

@@ -93,11 +93,15 @@ def run_demo_agent(
         },
     )
     pause()
-    for call in (f"ci-{run}", f"lock-{run}", f"cache-{run}"):
+    for call, display_text in (
+        (f"ci-{run}", "Fetching 7 days of nightly timings"),
+        (f"lock-{run}", "Diffing requirements.lock since Tuesday"),
+        (f"cache-{run}", "Reading the ci-cache bucket statistics"),
+    ):
         services.update_tool_status(
             conversation=conversation,
             status="executing",
-            tool_info={"call_id": call, "display_text": "Running"},
+            tool_info={"call_id": call, "display_text": display_text},
         )
     pause(2)
     services.save_message(

@@ -1,0 +1,135 @@
+"""The demo page's views (issue 11): login required, the page shell, the login page, and the
+"Run demo agent" button that plays the scripted run in a background thread of the server."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from murmur_conversations.models import Conversation, ToolCall
+from project.demo import views
+from tests.helpers import assert_counters_match_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 30  # seconds a demo run may take with no delay
+
+
+def join_demo_runs() -> None:
+    """Wait for the demo agent threads this test started (bounded), and check they ended."""
+    for thread in threading.enumerate():
+        if thread.name.startswith("demo-agent-"):
+            thread.join(TIMEOUT)
+            assert not thread.is_alive()
+
+
+@pytest.fixture
+def no_delay(monkeypatch):
+    monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", "0")
+
+
+def test_page_needs_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/"
+
+
+def test_login_page_and_sign_in(client, user):
+    page = client.get("/accounts/login/")
+    assert page.status_code == 200
+    assert b'name="username"' in page.content
+    assert b"demo</strong> / <strong>demo" in page.content
+    bad = client.post("/accounts/login/", {"username": user.username, "password": "nope"})
+    assert bad.status_code == 200
+    assert b"do not match" in bad.content
+    good = client.post("/accounts/login/", {"username": user.username, "password": "pw"})
+    assert good.status_code == 302
+    assert good["Location"] == "/"
+
+
+def test_page_shell_loads_the_script_and_no_data(client, user, make_conversation):
+    make_conversation(title="<b>not rendered by the server</b>")
+    client.force_login(user)
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "/static/demo/demo.js" in html
+    assert "/static/demo/demo.css" in html
+    assert 'aria-live="polite"' in html
+    assert "Run demo agent" in html
+    assert "not rendered by the server" not in html  # the script reads the API
+    assert client.post("/").status_code == 405
+
+
+def test_static_files_are_found(client, user):
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("demo/demo.js")
+    assert finders.find("demo/demo.css")
+    script = Path(finders.find("demo/demo.js")).read_text(encoding="utf-8")
+    assert "innerHTML" not in script  # model text goes in through textContent only
+
+
+def test_run_agent_needs_login_and_post(client, user):
+    assert client.post("/demo/run-agent/")["Location"].startswith("/accounts/login/")
+    client.force_login(user)
+    assert client.get("/demo/run-agent/").status_code == 405
+    assert Conversation.objects.count() == 0
+
+
+def test_run_agent_plays_into_a_new_conversation(client, user, make_user, no_delay):
+    client.force_login(user)
+    response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 202
+    join_demo_runs()
+    conversation = Conversation.objects.get(pk=response.json()["conversation_id"])
+    assert conversation.owner == user
+    assert conversation.title.startswith("Demo agent run at ")
+    assert conversation.status == "paused"
+    statuses = sorted(
+        ToolCall.objects.filter(conversation=conversation).values_list("status", flat=True)
+    )
+    assert statuses == ["completed", "completed", "failed"]
+    assert_counters_match_rows(conversation)
+    assert not Conversation.objects.filter(owner=make_user()).exists()
+
+
+def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
+    client.force_login(user)
+    response = client.post("/demo/run-agent/")
+    join_demo_runs()
+    conversation = Conversation.objects.get(owner=user)
+    assert response.status_code == 302
+    assert response["Location"] == f"/#{conversation.pk}"
+
+
+def test_run_agent_refuses_when_busy(client, user, monkeypatch):
+    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
+    assert views._runs.acquire(blocking=False)
+    client.force_login(user)
+    response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 429
+    assert "already playing" in response.json()["detail"]
+    assert client.post("/demo/run-agent/").status_code == 429
+    assert Conversation.objects.count() == 0
+
+
+def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeypatch, caplog):
+    def boom(**kwargs):
+        raise RuntimeError("agent exploded")
+
+    monkeypatch.setattr(views, "run_demo_agent", boom)
+    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
+    client.force_login(user)
+    assert client.post("/demo/run-agent/", HTTP_ACCEPT="application/json").status_code == 202
+    join_demo_runs()
+    assert "agent exploded" in caplog.text
+    assert views._runs.acquire(blocking=False)  # the slot came back
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
+def test_agent_delay_from_the_environment(monkeypatch, raw, expected):
+    monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
+    assert views.agent_delay() == expected
