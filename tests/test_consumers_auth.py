@@ -235,6 +235,19 @@ async def test_tail_delivers_writes_of_other_processes(user, conversation, other
     await stream.disconnect()
 
 
+async def test_tail_announces_a_rename_by_another_process(user, conversation, other_process):
+    socket = await connect(path_of(conversation), user)
+    await socket.receive_json_from(timeout=TIMEOUT)
+    await database_sync_to_async(services.update_conversation)(
+        conversation=conversation, title="Renamed by a command"
+    )
+    frame = await socket.receive_json_from(timeout=TIMEOUT)
+    assert frame["type"] == "conversation_updated"
+    assert frame["conversation"]["title"] == "Renamed by a command"
+    assert frame["event_seq"] == 1
+    await socket.disconnect()
+
+
 async def test_tail_notices_a_password_change(user, conversation, other_process):
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)

@@ -48,6 +48,7 @@ class ConversationConsumer(LiveConsumer):
         self.pk: uuid.UUID | None = None
         self.last_seen = 0
         self.status: tuple[str, Any] = ("", None)
+        self.title = ""
         self.lock = asyncio.Lock()
         self.behind = 0
 
@@ -74,6 +75,7 @@ class ConversationConsumer(LiveConsumer):
         await self.send_json(frames.snapshot_frame(conversation))
         self.last_seen = conversation.last_event_seq
         self.status = (conversation.status, conversation.pending_ask)
+        self.title = conversation.title
         if since is not None and since < self.last_seen:
             await self.send_changes(conversation, after=since, replay=True)
         if self.tails():
@@ -104,6 +106,11 @@ class ConversationConsumer(LiveConsumer):
         if (changes.uncovered if replay else current != self.status) and not self.closed:
             await self.send_json(frames.status_frame(conversation, upto))
         self.status = current
+        # Gap fill: a rename made by another process (a management command on the process-local
+        # layer) is announced like a live one; the snapshot already carries the current title.
+        if not replay and conversation.title != self.title and not self.closed:
+            await self.send_json(frames.conversation_updated_frame(conversation, upto))
+        self.title = conversation.title
 
     async def fill(self) -> None:
         """Catch up from the database to its head (the lock is held)."""
@@ -139,6 +146,8 @@ class ConversationConsumer(LiveConsumer):
             for frame in message.get("frames", ()):
                 if frame.get("type") == "status_changed":
                     self.status = (frame.get("status", ""), frame.get("pending"))
+                if frame.get("type") == "conversation_updated":
+                    self.title = frame.get("conversation", {}).get("title", self.title)
                 await self.send_json(frame)
             self.last_seen = event_seq
 
