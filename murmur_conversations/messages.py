@@ -85,12 +85,18 @@ def _flag(message: dict[str, Any], key: str) -> bool:
     return value
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _parse_arguments(arguments: Any) -> Any:
-    """OpenAI ``function.arguments`` is JSON text: parsed when valid, else kept as the string."""
+    """OpenAI ``function.arguments`` is JSON text: parsed when valid, else kept as the string.
+    NaN and Infinity are not valid, nor is nesting too deep to store; the parsed value follows the
+    bad-text rule like the rest of the message."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except ValueError:
+            return clean_json(json.loads(arguments, parse_constant=_refuse_constant))
+        except (ValueError, RecursionError):  # InvalidContent is a ValueError
             return arguments
     return arguments
 

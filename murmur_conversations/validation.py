@@ -16,6 +16,9 @@ from murmur_conversations.models import ContentType
 
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
+#: Deepest nesting of arrays and objects a stored JSON value may have. Deeper values would overflow
+#: the interpreter's recursion limit when encoded or decoded (a ``RecursionError``, not an answer).
+MAX_JSON_DEPTH = 100
 
 
 def clean_text(text: str) -> str:
@@ -27,11 +30,16 @@ def clean_text(text: str) -> str:
     return joined.replace("\x00", REPLACEMENT)
 
 
-def clean_json(value: Any) -> Any:
+def clean_json(value: Any, *, _depth: int = 0) -> Any:
     """Apply :func:`clean_text` to every string of a JSON value, keys included.
 
-    Raises ``InvalidContent`` for values JSON cannot hold (sets, bytes, objects, non-finite floats).
+    Raises ``InvalidContent`` for values JSON cannot hold (sets, bytes, objects, non-finite floats)
+    and for arrays and objects nested deeper than :data:`MAX_JSON_DEPTH`.
     """
+    if isinstance(value, list | tuple | dict):
+        _depth += 1
+        if _depth > MAX_JSON_DEPTH:
+            raise InvalidContent(f"JSON is nested deeper than {MAX_JSON_DEPTH} arrays and objects")
     if isinstance(value, str):
         return clean_text(value)
     if value is None or isinstance(value, bool | int):
@@ -41,20 +49,26 @@ def clean_json(value: Any) -> Any:
             raise InvalidContent("JSON cannot hold NaN or infinity")
         return value
     if isinstance(value, list | tuple):
-        return [clean_json(item) for item in value]
+        return [clean_json(item, _depth=_depth) for item in value]
     if isinstance(value, dict):
         cleaned: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidContent(f"JSON object keys must be strings, not {type(key).__name__}")
-            cleaned[clean_text(key)] = clean_json(item)
+            cleaned[clean_text(key)] = clean_json(item, _depth=_depth)
         return cleaned
     raise InvalidContent(f"{type(value).__name__} is not a JSON value")
 
 
 def json_size(value: Any) -> int:
-    """UTF-8 bytes of the compact JSON of ``value`` (the unit of every size limit)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """UTF-8 bytes of the compact JSON of ``value`` (the unit of every size limit);
+    ``InvalidContent`` when it cannot be written as JSON (nesting too deep, an integer of more
+    digits than Python converts to text)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, TypeError, RecursionError) as error:
+        raise InvalidContent(f"the value cannot be written as JSON: {error}") from None
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_size(value: Any, *, limit: int, what: str) -> None:

@@ -29,11 +29,22 @@ from murmur_conversations.models import Conversation
 from murmur_conversations.selectors import conversation_for
 
 
+class BoundedJSONParser(JSONParser):
+    """DRF's ``JSONParser``, with nesting too deep for the interpreter answered as a parse error
+    (400) instead of a ``RecursionError`` (500)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError("JSON parse error - nested too deeply") from None
+
+
 class AppAPIView(APIView):
     """An ``APIView`` with the app's policies; subclasses add handlers."""
 
     renderer_classes = (CompactJSONRenderer,)
-    parser_classes = (JSONParser,)
+    parser_classes = (BoundedJSONParser,)
     content_negotiation_class = FixedContentNegotiation
     permission_classes: tuple[type[BasePermission], ...] = (IsActiveUser,)
     metadata_class = SimpleMetadata

@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication
@@ -139,6 +140,11 @@ class ConversationViewSet(ConversationScopedViewSet):
             data = request.data
         except (exceptions.ParseError, exceptions.UnsupportedMediaType):
             raise InvalidField("the body must be a JSON object (application/json)") from None
+        except RequestDataTooBig:
+            raise InvalidField(
+                "the body is larger than the server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE); "
+                "metadata may hold at most MAX_METADATA_BYTES"
+            ) from None
         fields = read_patch(data)
         try:
             updated = services.update_conversation(conversation=self.conversation, **fields)

@@ -68,10 +68,15 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         return True
 
     async def join(self, group: str) -> None:
-        """Subscribe to ``group`` (nothing without a channel layer)."""
+        """Subscribe to ``group`` (nothing without a channel layer). A layer connection left stale
+        by a layer restart (Redis came back) fails once and is reopened, so one retry follows."""
         if self.channel_layer is None:
             return
-        await self.channel_layer.group_add(group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as error:
+            logger.warning("joining %s failed, retrying once: %r", group, error)
+            await self.channel_layer.group_add(group, self.channel_name)
         self.joined.append(group)
 
     async def leave(self) -> None:
