@@ -135,7 +135,8 @@ batch = [{"role": "user", "content": f"line {i}", "id": f"m{i}"} for i in range(
 batch.append({"role": "assistant", "content": [{"type": "tool_call", "id": "c1", "name": "t"}], "id": "m40"})
 
 locked, proceed = threading.Event(), threading.Event()
-original = services._write_messages
+from murmur_conversations.services import appending
+original = appending._write_messages
 state = {}
 
 def paused(write, batch_, fresh):
@@ -146,13 +147,13 @@ def paused(write, batch_, fresh):
     return original(write, batch_, fresh)
 
 def writer():
-    services._write_messages = paused
+    appending._write_messages = paused
     try:
         services.save_messages(conversation=conversation.pk, messages=batch)
     except Exception as error:
         state["error"] = type(error).__name__
     finally:
-        services._write_messages = original
+        appending._write_messages = original
         connection.close()  # what Django does at the end of a request
 
 thread = threading.Thread(target=writer)

@@ -1,0 +1,412 @@
+"""Appending to the record: messages split into display rows, tool results, source records, synthetic rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections, router, transaction
+from django.utils import timezone
+
+from murmur_conversations import _fastpath
+from murmur_conversations._write import (
+    ConversationRef,
+    Write,
+    conversation_pk,
+    copy_state,
+    database_errors,
+    lock_conversation,
+    writing,
+)
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import (
+    InvalidContent,
+)
+from murmur_conversations.ids import new_call_id
+from murmur_conversations.messages import NormalizedMessage, display_parts, normalize_message
+from murmur_conversations.models import (
+    TERMINAL_TOOL_STATUSES,
+    ContentType,
+    Conversation,
+    DisplayMessage,
+    Message,
+    MessageType,
+    SourceRecord,
+    ToolCall,
+    ToolStatus,
+)
+from murmur_conversations.services._common import (
+    _call_row_metadata,
+    _move_call,
+    _new_row,
+    _save_calls,
+    _save_rows,
+)
+from murmur_conversations.validation import (
+    check_display_content,
+    check_object,
+    check_short_string,
+    check_size,
+    clean_json,
+    clean_text,
+)
+
+
+@dataclass
+class _Batch:
+    """Loaded state for a batch of messages: the calls they reference and their display rows."""
+
+    calls: dict[str, ToolCall]
+    call_rows: dict[str, DisplayMessage]
+    new_calls: list[ToolCall]
+    new_rows: list[tuple[NormalizedMessage | None, DisplayMessage]]
+
+
+def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
+    wanted = {m.tool_call_id for m in messages if m.is_tool_result and not m.injected}
+    wanted |= {c.call_id for m in messages if not m.injected for c in m.calls if c.call_id}
+    calls: dict[str, ToolCall] = {}
+    rows: dict[str, DisplayMessage] = {}
+    if wanted:
+        conversation = write.conversation
+        calls = {
+            call.call_id: call
+            for call in ToolCall.objects.using(write.using).filter(
+                conversation=conversation, call_id__in=wanted
+            )
+        }
+        result_ids = {m.tool_call_id for m in messages if m.is_tool_result}
+        touched = [call.pk for call_id, call in calls.items() if call_id in result_ids]
+        if touched:
+            for row in (
+                DisplayMessage.objects.using(write.using)
+                .filter(
+                    conversation=conversation,
+                    tool_call_id__in=touched,
+                    content_type=ContentType.TOOL_CALL,
+                )
+                .select_related("tool_call")
+            ):
+                rows[row.tool_call.call_id] = row  # type: ignore[union-attr]
+    return _Batch(calls=calls, call_rows=rows, new_calls=[], new_rows=[])
+
+
+def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> None:
+    """Add the display rows, calls and call changes of one new message to ``batch``."""
+    for part in display_parts(message):
+        row = _new_row(
+            write,
+            message,
+            message_type=part.message_type,
+            content_type=part.content_type,
+            content=part.content,
+            metadata=dict(part.metadata),
+            status=ToolStatus.COMPLETED,
+        )
+        batch.new_rows.append((message, row))
+    if message.injected:
+        return
+    for request in message.calls:
+        call_id = request.call_id or new_call_id()
+        if call_id in batch.calls:
+            continue  # a known call id adds no row and changes nothing
+        call = ToolCall(
+            conversation=write.conversation,
+            call_id=call_id,
+            name=request.name,
+            arguments=request.arguments,
+            status=ToolStatus.PENDING,
+            event_seq=write.take_event(),
+            created_at=write.now,
+        )
+        batch.calls[call_id] = call
+        batch.new_calls.append(call)
+        row = _new_row(
+            write,
+            message,
+            message_type=MessageType.ASSISTANT,
+            content_type=ContentType.TOOL_CALL,
+            status=ToolStatus.PENDING,
+            content={"call_id": call_id, "name": request.name, "arguments": request.arguments},
+            metadata={},
+            tool_call=call,
+        )
+        batch.call_rows[call_id] = row
+        batch.new_rows.append((message, row))
+    if message.is_tool_result:
+        _plan_result(write, batch, message)
+
+
+def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> None:
+    """A tool result never raises: orphan and late results are stored and marked."""
+    call = batch.calls.get(message.tool_call_id)
+    metadata: dict[str, Any] = {}
+    if call is None:
+        metadata["orphan"] = True
+    elif call.status in TERMINAL_TOOL_STATUSES:
+        metadata["late"] = True
+    else:
+        if message.is_interrupt:
+            status = ToolStatus.INTERRUPTED
+        elif message.is_error:
+            status = ToolStatus.FAILED
+        else:
+            status = ToolStatus.COMPLETED
+        if status != call.status:
+            _move_call(write, call, status, result=message.content, error=message.content)
+            row = batch.call_rows.get(call.call_id)
+            if row is not None:
+                _call_row_metadata(row, call)
+                if row.pk is not None:
+                    write.mark_updated(row)
+    row = _new_row(
+        write,
+        message,
+        message_type=MessageType.TOOL,
+        content_type=ContentType.TOOL_RESULT,
+        status=ToolStatus.COMPLETED,
+        content={
+            "tool_call_id": message.tool_call_id,
+            "name": call.name if call is not None else "",
+            "content": message.content,
+            "is_error": message.is_error,
+            "is_interrupt": message.is_interrupt,
+        },
+        metadata=metadata,
+        tool_call=call,
+    )
+    batch.new_rows.append((message, row))
+
+
+def _source_record_objects(
+    conversation: Conversation, source: str, records: Iterable[dict[str, Any]]
+) -> list[SourceRecord]:
+    source = check_short_string(source, what="source", max_length=32, allow_empty=False)
+    objects: dict[str, SourceRecord] = {}
+    for record in records:
+        if not isinstance(record, dict) or not isinstance(record.get("raw"), str):
+            raise InvalidContent(
+                "a source record is an object with 'source_key', 'line_number', "
+                "'raw' (text) and 'record_type'"
+            )
+        key = check_short_string(
+            str(record.get("source_key", "")), what="source_key", allow_empty=False
+        )
+        line = record.get("line_number")
+        if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
+            raise InvalidContent("source record 'line_number' must be a non-negative integer")
+        objects.setdefault(
+            key,
+            SourceRecord(
+                conversation=conversation,
+                source=source,
+                source_key=key,
+                line_number=line,
+                raw=clean_text(record["raw"]),
+                record_type=check_short_string(
+                    record.get("record_type") or "", what="record_type", max_length=64
+                ),
+            ),
+        )
+    return list(objects.values())
+
+
+def _insert_source_records(write: Write, objects: list[SourceRecord]) -> int:
+    if not objects:
+        return 0
+    manager = SourceRecord.objects.using(write.using)
+    existing = set(
+        manager.filter(
+            conversation=write.conversation,
+            source=objects[0].source,
+            source_key__in=[o.source_key for o in objects],
+        ).values_list("source_key", flat=True)
+    )
+    fresh = [o for o in objects if o.source_key not in existing]
+    manager.bulk_create(fresh, batch_size=1000)
+    return len(fresh)
+
+
+def save_messages(
+    *,
+    conversation: ConversationRef,
+    messages: Iterable[dict[str, Any]],
+    source: str | None = None,
+    source_records: Iterable[dict[str, Any]] | None = None,
+) -> list[DisplayMessage]:
+    """Append messages to the record and create their display rows: one transaction, one lock, one
+    event_seq, bulk inserts (the import path).
+
+    Each message is the dict described in DESIGN.md section 4 (see ``messages.normalize_message``).
+    A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
+    Returns the display rows of every given message in ``seq`` order, existing ones included.
+    ``source_records`` (with ``source``, the format name) are saved as ``save_source_records`` does.
+    Raises ``InvalidContent`` (with the message index) before writing anything,
+    ``ConversationNotFound``, ``WriteConflict``.
+    """
+    limit = app_settings.max_content_bytes
+    normalized: list[NormalizedMessage] = []
+    for index, message in enumerate(messages):
+        try:
+            normalized.append(normalize_message(message, max_content_bytes=limit))
+        except InvalidContent as error:
+            raise InvalidContent(f"message {index}: {error}") from error
+    records = list(source_records or ())
+    using = router.db_for_write(Conversation)
+    if _fastpath.eligible(connections[using].vendor, normalized, bool(records)):
+        appended = _fastpath.try_append(
+            conversation_pk=conversation_pk(conversation),
+            using=using,
+            messages=normalized,
+            now=timezone.now(),
+        )
+        if appended is not None:
+            if isinstance(conversation, Conversation):
+                copy_state(conversation, appended[0])
+            return appended[1]
+    with writing(conversation) as write:
+        conv = write.conversation
+        given = {m.message_id for m in normalized if m.id_given}
+        existing: dict[str, int] = (
+            dict(
+                Message.objects.using(write.using)
+                .filter(conversation=conv, message_id__in=given)
+                .values_list("message_id", "pk")
+            )
+            if given
+            else {}
+        )
+        fresh: list[NormalizedMessage] = []
+        seen = set(existing)
+        for item in normalized:
+            if item.message_id not in seen:
+                seen.add(item.message_id)
+                fresh.append(item)
+        if records:
+            if not source:
+                raise InvalidContent("source_records need the 'source' format name")
+            _insert_source_records(write, _source_record_objects(conv, source, records))
+        if not fresh:
+            return list(
+                DisplayMessage.objects.using(write.using)
+                .filter(message_id__in=existing.values())
+                .select_related("tool_call")
+                .order_by("seq")
+            )
+        batch = _load_batch(write, fresh)
+        rows = _write_messages(write, batch, fresh)
+        if existing:
+            rows = sorted(
+                [
+                    *rows,
+                    *DisplayMessage.objects.using(write.using)
+                    .filter(message_id__in=existing.values())
+                    .select_related("tool_call"),
+                ],
+                key=lambda row: row.seq,
+            )
+    return rows
+
+
+def _write_messages(
+    write: Write, batch: _Batch, fresh: list[NormalizedMessage]
+) -> list[DisplayMessage]:
+    conv = write.conversation
+    event_seq = write.take_event()
+    record: dict[int, Message] = {}
+    for message in fresh:
+        conv.record_length += 1
+        conv.transcript_count += message.in_transcript
+        record[id(message)] = Message(
+            conversation=conv,
+            position=conv.record_length,
+            message_id=message.message_id,
+            role=message.role,
+            content=message.content,
+            tool_call_id=message.tool_call_id,
+            is_error=message.is_error,
+            source_id=message.source_id,
+            extra=message.extra,
+            created_at=write.now,
+        )
+        _plan_message(write, batch, message)
+    assert write.event_seq == event_seq
+    Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
+    ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
+    new_rows: list[DisplayMessage] = []
+    for source_message, row in batch.new_rows:
+        if source_message is not None:
+            row.message = record[id(source_message)]
+        new_rows.append(row)
+    DisplayMessage.objects.using(write.using).bulk_create(new_rows, batch_size=1000)
+    new_calls = {id(call) for call in batch.new_calls}
+    _save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
+    _save_rows(write, list(write.updated.values()))
+    write.created.extend(new_rows)
+    # Every call whose status moved is announced, including new calls already finished here.
+    write.calls_changed = {call.pk: call for call in write.calls_changed.values()}
+    return new_rows
+
+
+def save_message(*, conversation: ConversationRef, message: dict[str, Any]) -> list[DisplayMessage]:
+    """Append one message to the record and return its display rows (sagents ``save_message``).
+
+    Rows, in order: text and thinking parts (empty ones dropped), one ``tool_call`` card per new call
+    (status ``pending``), or exactly one ``tool_result`` row for a message with a ``tool_call_id``.
+    A known message ``id`` is a no-op returning the existing rows, also under concurrent duplicates.
+    A tool result never raises: it completes (``is_error``: fails; ``is_interrupt``: interrupts)
+    its call, or is stored with ``metadata.orphan`` / ``metadata.late``. Raises ``InvalidContent``,
+    ``ConversationNotFound``, ``WriteConflict``; nothing is written when it raises.
+    """
+    return save_messages(conversation=conversation, messages=[message])
+
+
+def save_source_records(
+    *, conversation: ConversationRef, source: str, records: Iterable[dict[str, Any]]
+) -> int:
+    """Keep imported lines verbatim: ``records`` yields ``{source_key, line_number, raw,
+    record_type}``; an existing ``(conversation, source, source_key)`` is skipped. Returns the
+    number added. Takes no event_seq and sends no signal."""
+    pk = conversation_pk(conversation)
+    using = router.db_for_write(Conversation)
+    with database_errors(), transaction.atomic(using=using):
+        locked = lock_conversation(pk, using)
+        write = Write(locked, using)
+        return _insert_source_records(write, _source_record_objects(locked, source, records))
+
+
+def save_synthetic_message(
+    *,
+    conversation: ConversationRef,
+    message_type: str,
+    content_type: str,
+    content: dict[str, Any],
+    metadata: dict[str, Any] | None = None,
+) -> DisplayMessage:
+    """Save a display row that is not in the record: a notice, an error, a todo snapshot
+    (sagents ``save_synthetic_message``). ``content`` must have the keys its ``content_type``
+    requires; ``InvalidContent`` otherwise, or for an unknown ``message_type``."""
+    if message_type not in MessageType.values:
+        raise InvalidContent(
+            f"unknown message_type {message_type!r}; one of {', '.join(MessageType.values)}"
+        )
+    content = clean_json(content)
+    check_display_content(content_type, content)
+    check_size(content, limit=app_settings.max_content_bytes, what="content")
+    metadata = check_object(
+        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    )
+    with writing(conversation) as write:
+        row = _new_row(
+            write,
+            None,
+            message_type=message_type,
+            content_type=content_type,
+            content=content,
+            metadata=metadata,
+            status=ToolStatus.COMPLETED,
+        )
+        row.save(using=write.using, force_insert=True)
+        write.created.append(row)
+    return row

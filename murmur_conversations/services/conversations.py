@@ -1,0 +1,197 @@
+"""Conversations: start (write-once owner), update title and metadata, status and pending ask, streamed text."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import IntegrityError, router, transaction
+
+from murmur_conversations import signals
+from murmur_conversations._write import (
+    ConversationRef,
+    conversation_pk,
+    database_errors,
+    send,
+    send_on_commit,
+    writing,
+)
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import (
+    ConversationNotFound,
+    InvalidContent,
+    InvalidPendingAsk,
+    InvalidStatus,
+    OwnershipConflict,
+)
+from murmur_conversations.models import (
+    Conversation,
+    ConversationStatus,
+)
+from murmur_conversations.services._common import (
+    UNSET,
+    _owner_pk,
+)
+from murmur_conversations.validation import (
+    check_object,
+    check_short_string,
+    clean_text,
+)
+
+
+def _claim(conversation: Conversation, owner_pk: Any) -> Conversation:
+    """agentfootprint's write-once owner rule: none + X -> X; X + none/X -> X; X + Y -> conflict."""
+    if owner_pk is None or conversation.owner_id == owner_pk:
+        return conversation
+    if conversation.owner_id is not None:
+        raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
+    with writing(conversation) as write:
+        if write.conversation.owner_id not in (None, owner_pk):
+            raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
+        write.conversation.owner_id = owner_pk
+        write.extra_fields.add("owner")
+        write.take_event()
+    return conversation
+
+
+def start_conversation(
+    *,
+    owner: Any,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+    conversation_id: uuid.UUID | str | None = None,
+    source: str | None = None,
+    external_id: str | None = None,
+) -> Conversation:
+    """Create a conversation, or return the existing one with that id or ``(owner, source,
+    external_id)`` key (agentfootprint session store).
+
+    ``owner`` is a user, a user pk or None. The owner is write-once: an ownerless conversation is
+    claimed by the first owner given; another owner raises ``OwnershipConflict``. ``title`` at most
+    255 characters, ``metadata`` a JSON object of at most ``MAX_METADATA_BYTES`` (else
+    ``InvalidContent``). Concurrent calls with the same id or key return one conversation and never
+    raise ``IntegrityError``. A creation sends ``conversation_saved`` with event_seq 0.
+    """
+    owner_pk = _owner_pk(owner)
+    title = check_short_string(title, what="title")
+    metadata = check_object(
+        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    )
+    source = check_short_string(source or "", what="source", max_length=64)
+    external_id = check_short_string(external_id or "", what="external_id")
+    pk = None if conversation_id is None else conversation_pk(conversation_id)
+    manager = Conversation.objects
+
+    def find() -> Conversation | None:
+        if pk is not None:
+            return manager.filter(pk=pk).first()
+        if external_id:
+            return manager.filter(owner_id=owner_pk, source=source, external_id=external_id).first()
+        return None
+
+    using = router.db_for_write(Conversation)
+    with database_errors():
+        for _attempt in range(3):
+            existing = find()
+            if existing is not None:
+                return _claim(existing, owner_pk)
+            try:
+                with transaction.atomic(using=using):  # a lost race rolls back only this
+                    conversation = manager.create(
+                        **({"pk": pk} if pk is not None else {}),
+                        owner_id=owner_pk,
+                        title=title,
+                        metadata=metadata,
+                        source=source,
+                        external_id=external_id,
+                    )
+                    send_on_commit(
+                        signals.conversation_saved, using, conversation=conversation, event_seq=0
+                    )
+                return conversation
+            except IntegrityError:
+                continue  # another writer created it first: read theirs
+    existing = find()
+    if existing is None:
+        raise ConversationNotFound("the conversation could not be created or found")
+    return _claim(existing, owner_pk)
+
+
+def update_conversation(
+    *, conversation: ConversationRef, title: Any = UNSET, metadata: Any = UNSET
+) -> Conversation:
+    """Replace ``title`` (a string of at most 255 characters) and/or ``metadata`` (a JSON object of
+    at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
+    ``saved_at`` and sends ``conversation_updated``; no change, no event."""
+    if title is not UNSET:
+        title = check_short_string(title, what="title")
+    if metadata is not UNSET:
+        metadata = check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+    with writing(conversation) as write:
+        locked = write.conversation
+        for name, value in (("title", title), ("metadata", metadata)):
+            if value is not UNSET and getattr(locked, name) != value:
+                setattr(locked, name, value)
+                write.extra_fields.add(name)
+        if write.extra_fields:
+            write.take_event()
+            write.conversation_updated = True
+    return write.conversation
+
+
+def _check_pending_ask(ask: Any) -> dict[str, Any]:
+    """agentfootprint ``PendingAsk``: ``question``/``tool`` strings, ``component`` an object with a
+    string ``id``, ``pauseData`` anything; all optional."""
+    if not isinstance(ask, dict):
+        raise InvalidPendingAsk("a pending ask must be a JSON object")
+    for key in ("question", "tool"):
+        if key in ask and not isinstance(ask[key], str):
+            raise InvalidPendingAsk(f"pending ask {key!r} must be a string")
+    if "component" in ask and (
+        not isinstance(ask["component"], dict) or not isinstance(ask["component"].get("id"), str)
+    ):
+        raise InvalidPendingAsk("pending ask 'component' must be an object with a string 'id'")
+    try:
+        return check_object(ask, what="pending ask", limit=app_settings.max_metadata_bytes)
+    except InvalidContent as error:
+        raise InvalidPendingAsk(str(error)) from error
+
+
+def set_status(
+    *, conversation: ConversationRef, status: str, pending_ask: dict[str, Any] | None = None
+) -> Conversation:
+    """Set the conversation status and always write ``pending_ask`` (omitting it clears it).
+
+    ``status`` one of ``ConversationStatus`` (else ``InvalidStatus``); an ask only with ``paused``
+    or ``interrupted`` (else ``InvalidPendingAsk``). The same status and ask again is a no-op.
+    """
+    if status not in ConversationStatus.values:
+        raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
+    if pending_ask is not None:
+        pending_ask = _check_pending_ask(pending_ask)
+        if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
+            raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
+    with writing(conversation) as write:
+        locked = write.conversation
+        if locked.status != status or locked.pending_ask != pending_ask:
+            locked.status, locked.pending_ask = status, pending_ask
+            write.extra_fields |= {"status", "pending_ask"}
+            write.take_event()
+            write.status_changed = True
+    return write.conversation
+
+
+def broadcast_delta(*, conversation: ConversationRef, stream_id: str, text: str) -> None:
+    """Announce streamed text (``text`` is the increment to append) to live clients at once.
+    Ephemeral: never stored, takes no event_seq; the final text arrives through ``save_message``.
+    Raises ``ConversationNotFound`` or ``InvalidContent`` (non-string ``stream_id``/``text``)."""
+    if not isinstance(stream_id, str) or not isinstance(text, str):
+        raise InvalidContent("stream_id and text must be strings")
+    if isinstance(conversation, Conversation):
+        conv = conversation
+    else:
+        found = Conversation.objects.filter(pk=conversation_pk(conversation)).first()
+        if found is None:
+            raise ConversationNotFound(f"no conversation {conversation!r}")
+        conv = found
+    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=clean_text(text))

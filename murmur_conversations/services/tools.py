@@ -1,0 +1,155 @@
+"""The tool-call lifecycle: status moves and resolving an interrupted result (sagents)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from murmur_conversations._write import (
+    ConversationRef,
+    Write,
+    writing,
+)
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import (
+    InvalidContent,
+    InvalidToolTransition,
+    ToolCallNotFound,
+)
+from murmur_conversations.models import (
+    TERMINAL_TOOL_STATUSES,
+    ContentType,
+    DisplayMessage,
+    InterruptReason,
+    ToolCall,
+    ToolStatus,
+)
+from murmur_conversations.services._common import (
+    _CALL_FIELDS,
+    ALLOWED_MOVES,
+    _call_row_metadata,
+    _move_call,
+    _save_rows,
+)
+from murmur_conversations.validation import (
+    check_short_string,
+    check_size,
+    clean_json,
+)
+
+
+def _locked_call(write: Write, call_id: str) -> tuple[ToolCall, DisplayMessage | None]:
+    call = (
+        ToolCall.objects.using(write.using)
+        .filter(conversation=write.conversation, call_id=call_id)
+        .first()
+    )
+    if call is None:
+        raise ToolCallNotFound(f"no tool call {call_id!r} in conversation {write.conversation.pk}")
+    row = (
+        DisplayMessage.objects.using(write.using)
+        .filter(tool_call=call, content_type=ContentType.TOOL_CALL)
+        .order_by("seq")
+        .first()
+    )
+    return call, row
+
+
+def update_tool_status(
+    *, conversation: ConversationRef, status: str, tool_info: dict[str, Any]
+) -> DisplayMessage:
+    """Move a tool call along its lifecycle (sagents ``update_tool_status``) and return its card.
+
+    ``tool_info``: ``call_id`` and, per status, ``name``, ``display_text``, ``result``, ``error``,
+    ``interrupt_reason`` (``awaiting_input`` by default, ``worker_lost``, ``log_ended``). Allowed:
+    pending->executing; pending|executing|interrupted -> completed|failed|cancelled;
+    pending|executing -> interrupted. The same status again is a no-op. Raises ``ToolCallNotFound``
+    for an unknown call, ``InvalidToolTransition`` for an unknown status or reason or a disallowed
+    move; nothing changes then.
+    """
+    if status not in ToolStatus.values:
+        raise InvalidToolTransition(f"unknown tool status {status!r}")
+    if not isinstance(tool_info, dict) or not isinstance(tool_info.get("call_id"), str):
+        raise ToolCallNotFound("tool_info needs a string 'call_id'")
+    info = clean_json(tool_info)
+    reason = info.get("interrupt_reason") or InterruptReason.AWAITING_INPUT
+    if reason not in InterruptReason.values:
+        raise InvalidToolTransition(f"unknown interrupt_reason {reason!r}")
+    display_text = info.get("display_text")
+    if display_text is not None and not isinstance(display_text, str):
+        raise InvalidContent("tool_info 'display_text' must be a string")
+    for key in ("result", "error"):
+        if key in info:
+            check_size(info[key], limit=app_settings.max_content_bytes, what=f"tool {key}")
+    name = info.get("name")
+    if name is not None:
+        name = check_short_string(name, what="tool_info 'name'")
+    with writing(conversation) as write:
+        call, row = _locked_call(write, info["call_id"])
+        if call.status == status:
+            if row is None:
+                raise ToolCallNotFound(f"tool call {call.call_id!r} has no display row")
+            return row
+        if status not in ALLOWED_MOVES[call.status]:
+            raise InvalidToolTransition(
+                f"tool call {call.call_id!r} cannot move from {call.status} to {status}"
+            )
+        _move_call(
+            write,
+            call,
+            status,
+            name=name,
+            display_text=display_text,
+            result=info.get("result"),
+            error=info.get("error"),
+            interrupt_reason=reason,
+        )
+        call.save(using=write.using, update_fields=_CALL_FIELDS)
+        if row is None:  # a call without a card (cannot happen through these services)
+            raise ToolCallNotFound(f"tool call {call.call_id!r} has no display row")
+        if name:
+            row.content = {**row.content, "name": name}
+        _call_row_metadata(row, call)
+        write.mark_updated(row)
+        _save_rows(write, [row])
+    return row
+
+
+def resolve_tool_result(
+    *, conversation: ConversationRef, tool_call_id: str, result_content: Any
+) -> DisplayMessage:
+    """Answer an interrupted tool call (sagents ``resolve_tool_result``): replace
+    ``content["content"]`` of its ``tool_result`` row whose ``is_interrupt`` is true, set that flag
+    false (the record is not touched) and complete the call. Returns the result row. Raises
+    ``ToolCallNotFound`` when there is no such call or row."""
+    result_content = clean_json(result_content)
+    check_size(result_content, limit=app_settings.max_content_bytes, what="result content")
+    with writing(conversation) as write:
+        call, card = _locked_call(write, tool_call_id)
+        row = next(
+            (
+                r
+                for r in DisplayMessage.objects.using(write.using)
+                .filter(
+                    conversation=write.conversation,
+                    tool_call=call,
+                    content_type=ContentType.TOOL_RESULT,
+                )
+                .order_by("-seq")
+                if r.content.get("is_interrupt") is True
+            ),
+            None,
+        )
+        if row is None:
+            raise ToolCallNotFound(f"tool call {tool_call_id!r} has no interrupted result")
+        row.content = {**row.content, "content": result_content, "is_interrupt": False}
+        write.mark_updated(row)
+        changed = [row]
+        if call.status not in TERMINAL_TOOL_STATUSES:
+            _move_call(write, call, ToolStatus.COMPLETED, result=result_content)
+            call.save(using=write.using, update_fields=_CALL_FIELDS)
+            if card is not None:
+                _call_row_metadata(card, call)
+                write.mark_updated(card)
+                changed.append(card)
+        _save_rows(write, changed)
+    return row
