@@ -502,3 +502,26 @@ def test_owner_is_matched_on_username_field(tmp_path, make_user):
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines())
     assert run(path, "--owner", "ada")[0] == 0
     assert only_conversation().owner.username == "ada"
+
+
+@pytest.mark.parametrize(
+    ("relative", "forced", "detected"),
+    [
+        ("codex_exec_jsonl/failed_command.jsonl", "muse", "codex"),
+        ("muse_exec_jsonl/echo_basic.jsonl", "codex", "muse"),
+        ("muse_exec_jsonl/echo_basic.jsonl", "claude-code", "muse"),
+        ("muse_exec_jsonl/echo_basic.jsonl", "openai", "muse"),
+    ],
+)
+def test_a_plainly_wrong_forced_format_is_refused_whole(user, relative, forced, detected):
+    code, _, err = run(CORPUS / relative, "--owner", user.username, "--format", forced)
+    assert code == 2
+    assert f"looks like {detected}, not {forced}" in err
+    assert not Conversation.objects.exists()
+
+
+def test_a_forced_format_that_fits_still_imports(user):
+    path = CORPUS / "codex_exec_jsonl" / "failed_command.jsonl"
+    code, _, _ = run(path, "--owner", user.username, "--format", "codex")
+    assert code == 0
+    assert Conversation.objects.count() == 1

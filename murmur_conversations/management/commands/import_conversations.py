@@ -199,6 +199,19 @@ class Command(BaseCommand):
                     detected = "murmur"  # an empty source: nothing to tell, nothing to import
                 source = detected
                 lines = _chain(head, lines)
+            else:
+                detected, head = registry.detect(lines)
+                lines = _chain(head, lines)
+                if _contradicts(fmt, detected):
+                    self._report(
+                        name,
+                        Problem(
+                            None,
+                            f"refused whole: this looks like {detected}, not {fmt}; "
+                            f"pass --format {detected} or --format auto",
+                        ),
+                    )
+                    return None
             parser = registry.make_parser(
                 source, ParseContext(path_parts=parts, conversation_id=conversation_id)
             )
@@ -303,6 +316,19 @@ class Command(BaseCommand):
                 f"interrupted, {outcome.problems} refused"
             )
         self.stdout.write(text)
+
+
+#: Agent-log formats that detection tells apart without doubt.
+_DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code"})
+
+
+def _contradicts(forced: str, detected: str | None) -> bool:
+    """Whether a forced ``--format`` is plainly wrong for the source: detection names another
+    format and one of the two is an agent log, whose records the other could only keep as unknown
+    (which would import an empty conversation)."""
+    return (
+        detected is not None and detected != forced and bool({forced, detected} & _DISTINCT_FORMATS)
+    )
 
 
 def wait_for_append() -> None:
