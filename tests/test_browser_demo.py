@@ -12,20 +12,17 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import connections
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
+from tests.servers import child_environment, uvicorn_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,78 +45,22 @@ CHROMIUM_ARGS = [
 def server_env(settings):
     """Environment of the server process: the test database, and on Redis a private prefix that
     this process's channel layer shares, so writes made here reach the server's sockets live."""
-    dropped = ("REDIS_URL", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env.update(
-        DJANGO_SETTINGS_MODULE="project.settings",
-        PYTHONWARNINGS="ignore",
+    yield child_environment(
+        settings,
+        prefix="murmur-browser",
+        drop=("DJANGO_ALLOW_ASYNC_UNSAFE",),
         MURMUR_DEMO_AGENT_DELAY="0.5",
     )
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-        env["MURMUR_DB_POOL_MAX"] = "8"
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        prefix = f"murmur-browser-{uuid.uuid4().hex}"
-        env["REDIS_URL"], env["MURMUR_CHANNEL_PREFIX"] = redis_url, prefix
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [redis_url], "prefix": prefix},
-            }
-        }
-    else:
-        settings.CHANNEL_LAYERS = {
-            "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
-        }
-    yield env
     assert broadcast.get_broadcaster().flush(TIMEOUT)
 
 
 @pytest.fixture
 def server(server_env, tmp_path):
-    """``http://127.0.0.1:<port>`` of a uvicorn process on a socket bound here (clients may connect
-    at once: the kernel queues them), stopped at the end, also on failure."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    log_path = tmp_path / "server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "project.asgi:application",
-                "--fd",
-                str(sock.fileno()),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=server_env,
-            pass_fds=[sock.fileno()],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    sock.close()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(TIMEOUT)
-        print(log_path.read_text())  # shown by pytest only when the test failed
+    """``http://127.0.0.1:<port>`` of a uvicorn process serving the demo (see ``tests.servers``)."""
+    with uvicorn_server(
+        server_env, tmp_path / "server.log", scheme="http", timeout=TIMEOUT
+    ) as base:
+        yield base
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -18,13 +16,14 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connection
 from rest_framework.authtoken.models import Token
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from murmur_conversations import services
 from murmur_conversations.realtime import broadcast
+from tests.servers import child_environment
+from tests.servers import uvicorn_server as serve
 from tests.test_realtime_support import ticket_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,72 +36,15 @@ TIMEOUT = 15  # seconds; servers start inside this bound, frames arrive well wit
 def shared_env(settings):
     """Environment for child processes: the test database, and on Redis a private prefix that
     this process's channel layer uses too."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    env["PYTHONWARNINGS"] = "ignore"
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-        env["MURMUR_DB_POOL_MAX"] = "8"
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        prefix = f"murmur-p-{uuid.uuid4().hex}"
-        env["REDIS_URL"], env["MURMUR_CHANNEL_PREFIX"] = redis_url, prefix
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [redis_url], "prefix": prefix},
-            }
-        }
-    else:
-        settings.CHANNEL_LAYERS = {
-            "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
-        }
-    yield env
+    yield child_environment(settings, prefix="murmur-p")
     assert broadcast.get_broadcaster().flush(TIMEOUT)
 
 
 @contextlib.contextmanager
 def uvicorn_server(env, log_path: Path):
-    """A uvicorn process serving ``project.asgi:application`` on a socket bound here, so clients
-    can connect at once (the kernel queues them until the server accepts)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "project.asgi:application",
-                "--fd",
-                str(sock.fileno()),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            pass_fds=[sock.fileno()],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    sock.close()
-    try:
-        yield f"ws://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(TIMEOUT)
+    """A uvicorn process serving the demo's websockets (see ``tests.servers``)."""
+    with serve(env, log_path, scheme="ws", timeout=TIMEOUT) as base:
+        yield base
 
 
 async def close_code(uri: str) -> int:
