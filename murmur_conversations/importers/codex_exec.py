@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from murmur_conversations.importers.records import (
-    Begin,
+    HeldUntilKeyed,
     Item,
     Kept,
     ParseContext,
@@ -23,9 +23,7 @@ from murmur_conversations.importers.records import (
     SourceLine,
     ToolUpdate,
     parse_line,
-    sha256_hex,
     unknown_key,
-    with_id,
 )
 
 KNOWN_TYPES = frozenset(
@@ -43,13 +41,11 @@ KNOWN_TYPES = frozenset(
 _TOOL_INPUT_SKIP = ("id", "type", "status", "aggregated_output", "exit_code")
 
 
-class ExecParser:
+class ExecParser(HeldUntilKeyed):
     """Parser for one ``codex exec --json`` stream; see the module docstring."""
 
     def __init__(self, context: ParseContext) -> None:
-        self.key: str | None = context.conversation_id or None
-        self.begun = False
-        self.held: list[Item] = []
+        super().__init__(context)
         self.calls: set[str] = set()  # item ids whose call message was given
 
     def feed(self, line: SourceLine) -> list[Item]:
@@ -120,30 +116,10 @@ class ExecParser:
             out.append(ToolUpdate("executing", {"call_id": item_id}, line))
         return out
 
-    def finish(self) -> list[Item]:
-        """A stream without ``thread.started``: keyed by the hash of its first kept line."""
-        if self.key is None and self.held:
-            first = next((i for i in self.held if isinstance(i, Kept)), None)
-            self.key = sha256_hex(first.raw if first else "")
-        return self._release([])
-
-    def _release(self, items: list[Item]) -> list[Item]:
-        self.held.extend(items)
-        if self.key is None:
-            return []
-        out: list[Item] = [] if self.begun else [Begin(self.key)]
-        self.begun = True
-        last, k = -1, 0
-        for item in self.held:
-            if isinstance(item, Parsed) and item.line is not None:
-                k = k + 1 if item.line == last else 0
-                last = item.line
-                # two index slots per line: a call and its result can share a line
-                index = (item.line - 1) * 2 + k
-                item = Parsed(with_id(self.key, index, item.message), item.line)
-            out.append(item)
-        self.held.clear()
-        return out
+    def message_index(self, line: int, previous: int, slot: int) -> tuple[int, int]:
+        """Two index slots per line: a call and its result can share a line."""
+        slot = slot + 1 if line == previous else 0
+        return (line - 1) * 2 + slot, slot
 
 
 def sniff(first: dict[str, Any]) -> bool:

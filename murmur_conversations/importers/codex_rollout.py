@@ -15,16 +15,13 @@ import json
 from typing import Any
 
 from murmur_conversations.importers.records import (
-    Begin,
+    HeldUntilKeyed,
     Item,
     Kept,
-    ParseContext,
     Parsed,
     SourceLine,
     parse_line,
-    sha256_hex,
     unknown_key,
-    with_id,
 )
 
 KNOWN_LINES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
@@ -108,13 +105,8 @@ def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-class RolloutParser:
+class RolloutParser(HeldUntilKeyed):
     """Parser for one rollout; see the module docstring."""
-
-    def __init__(self, context: ParseContext) -> None:
-        self.key: str | None = context.conversation_id or None
-        self.begun = False
-        self.held: list[Item] = []
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One rollout line: kept, and read when it is a ``response_item``."""
@@ -139,26 +131,6 @@ class RolloutParser:
             if message is not None:
                 items.append(Parsed(message, line.number))
         return self._release(items)
-
-    def finish(self) -> list[Item]:
-        """A rollout without ``session_meta``: keyed by the hash of its first kept line."""
-        if self.key is None and self.held:
-            first = next((i for i in self.held if isinstance(i, Kept)), None)
-            self.key = sha256_hex(first.raw if first else "")
-        return self._release([])
-
-    def _release(self, items: list[Item]) -> list[Item]:
-        self.held.extend(items)
-        if self.key is None:
-            return []
-        out: list[Item] = [] if self.begun else [Begin(self.key)]
-        self.begun = True
-        for item in self.held:
-            if isinstance(item, Parsed) and item.line is not None:
-                item = Parsed(with_id(self.key, item.line - 1, item.message), item.line)
-            out.append(item)
-        self.held.clear()
-        return out
 
 
 def sniff(first: dict[str, Any]) -> bool:

@@ -233,3 +233,43 @@ def first_text(content: Any, limit: int = 80) -> str:
         text = ""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class HeldUntilKeyed:
+    """Base of parsers whose conversation key may come after the first lines (Codex): items are
+    held until the key is known, then released after one ``Begin``, messages without an id getting
+    the ``imp_`` id of :meth:`message_index`. A source that never names its key is keyed by the
+    sha256 of its first kept line."""
+
+    def __init__(self, context: ParseContext) -> None:
+        self.key: str | None = context.conversation_id or None
+        self.begun = False
+        self.held: list[Item] = []
+
+    def message_index(self, line: int, previous: int, slot: int) -> tuple[int, int]:
+        """``(index, slot)`` of a parsed message of 1-based ``line``; ``previous`` is the line of
+        the message before it and ``slot`` the slot that one used. Default: one index per line."""
+        return line - 1, 0
+
+    def finish(self) -> list[Item]:
+        """Release what is held, keying a source that never named its key."""
+        if self.key is None and self.held:
+            first = next((i for i in self.held if isinstance(i, Kept)), None)
+            self.key = sha256_hex(first.raw if first else "")
+        return self._release([])
+
+    def _release(self, items: list[Item]) -> list[Item]:
+        self.held.extend(items)
+        if self.key is None:
+            return []
+        out: list[Item] = [] if self.begun else [Begin(self.key)]
+        self.begun = True
+        previous, slot = -1, 0
+        for item in self.held:
+            if isinstance(item, Parsed) and item.line is not None:
+                index, slot = self.message_index(item.line, previous, slot)
+                previous = item.line
+                item = Parsed(with_id(self.key, index, item.message), item.line)
+            out.append(item)
+        self.held.clear()
+        return out
