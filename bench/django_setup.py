@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import sql
 
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/murmur_bench"
 _ACTIVE = {"alias": "default"}
 
 
@@ -84,64 +85,38 @@ def drop_pg_database(params: dict[str, Any]) -> None:
         )
 
 
-def configure(pg: dict[str, Any], sqlite_path: str) -> None:
-    """Configure Django for the bench (no settings module), run ``setup`` and migrate both
-    databases. PostgreSQL is used without Django's pool: one process, one connection held open,
-    as a pooled worker holds its connection during a request."""
+def configure(pg: dict[str, Any], sqlite_path: str | None) -> None:
+    """Configure Django for the bench (``bench.settings``, through the environment, so the servers
+    and workers it starts see the same settings), run ``setup`` and migrate the databases.
+    PostgreSQL is used without Django's pool in this process: one connection held open, as a
+    pooled worker holds its connection during a request."""
+    import os
+
     import django
-    from django.conf import settings
     from django.core.management import call_command
 
-    settings.configure(
-        DEBUG=False,
-        SECRET_KEY="bench-only",
-        USE_TZ=True,
-        TIME_ZONE="UTC",
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-        INSTALLED_APPS=[
-            "django.contrib.auth",
-            "django.contrib.contenttypes",
-            "murmur_conversations",
-        ],
-        DATABASES={
-            "default": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": pg["dbname"],
-                "USER": pg["user"],
-                "PASSWORD": pg["password"],
-                "HOST": pg["host"],
-                "PORT": str(pg["port"]),
-            },
-            # The same database with server-side binding (prepared statements): a prototype
-            # of a configuration change, measured beside the default.
-            "pg_ssb": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": pg["dbname"],
-                "USER": pg["user"],
-                "PASSWORD": pg["password"],
-                "HOST": pg["host"],
-                "PORT": str(pg["port"]),
-                "OPTIONS": {"server_side_binding": True},
-                "TEST": {"MIRROR": "default"},
-            },
-            "sqlite": {  # the embedded default of the README
-                "ENGINE": "django.db.backends.sqlite3",
-                "NAME": sqlite_path,
-                "OPTIONS": {
-                    "transaction_mode": "IMMEDIATE",
-                    "timeout": 20,
-                    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                },
-            },
-        },
-        DATABASE_ROUTERS=["bench.django_setup.ActiveDatabaseRouter"],
-        MURMUR_CONVERSATIONS={},
-        # The embedded default layer, so writes pay for their live-update hand-off as deployed.
-        CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}},
-        LOGGING_CONFIG=None,
-    )
+    os.environ.update(bench_environment(pg, sqlite_path))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     django.setup()
-    for alias in ("default", "sqlite"):  # pg_ssb is the same database as default
-        use_alias(alias)
+    for alias in ("default", "sqlite") if sqlite_path else ("default",):
+        use_alias(alias)  # pg_ssb is the same database as default
         call_command("migrate", database=alias, verbosity=0, interactive=False)
     use_alias("default")
+
+
+def admin_database_names(pg: dict[str, Any]) -> tuple[str, str]:
+    """The admin row's two databases (10k and 1.1M rows), named after the bench database."""
+    return f"{pg['dbname']}_admin_small", f"{pg['dbname']}_admin_large"
+
+
+def bench_environment(pg: dict[str, Any], sqlite_path: str | None = None) -> dict[str, str]:
+    """The environment ``bench.settings`` reads (see its docstring)."""
+    url = f"postgres://{pg['user']}:{pg['password']}@{pg['host']}:{pg['port']}/{pg['dbname']}"
+    env = {
+        "BENCH_DATABASE_URL": url,
+        "BENCH_ADMIN_DATABASES": ",".join(admin_database_names(pg)),
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+    }
+    if sqlite_path:
+        env["BENCH_SQLITE_PATH"] = sqlite_path
+    return env

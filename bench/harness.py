@@ -32,12 +32,15 @@ from bench.stats import (
 @dataclass
 class Variant:
     """One contender: ``operation`` does one unit of work (``items`` items, e.g. messages);
-    ``operations`` is how many it runs per round."""
+    ``operations`` is how many it runs per round. With ``measures``, ``operation`` returns the
+    seconds to record itself (a load generator's seconds per request, a worker's own timing)
+    instead of being timed from outside."""
 
     name: str
     operation: Callable[[], object]
     operations: int
     items: int = 1
+    measures: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,12 @@ class BenchmarkResult:
     rounds: dict[str, list[list[float]]]
     summaries: dict[str, VariantSummary]
     ratios: list[RatioSummary]
+    extra: dict[str, Any] = field(default_factory=dict)  # row-specific facts (lost messages, RSS)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.benchmark.name,
+            "extra": self.extra,
             "description": self.benchmark.description,
             "unit": self.benchmark.unit,
             "variants": {
@@ -101,8 +106,8 @@ def _run_variant(variant: Variant) -> list[float]:
     clock = time.perf_counter
     for _ in range(variant.operations):
         start = clock()
-        variant.operation()
-        latencies.append(clock() - start)
+        value = variant.operation()
+        latencies.append(float(value) if variant.measures else clock() - start)  # type: ignore[arg-type]
     return latencies
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -23,13 +24,16 @@ from typing import Any
 
 import psycopg
 
-from bench import django_setup, peers, verify
+from bench import django_setup, peers, rows, verify
+from bench.django_setup import DEFAULT_URL
 from bench.harness import TABLE_HEADERS, BenchmarkResult, result_rows, run_benchmark
 from bench.paths import FULL, QUICK, Sizes, Track, append_batch, append_one, page
 from bench.stats import format_table
 
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/murmur_bench"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+ALL_PARTS = ("pg", "sqlite", *rows.ROWS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +47,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the bench databases")
     parser.add_argument("--no-sqlite", action="store_true", help="skip the SQLite track")
+    parser.add_argument(
+        "--only",
+        default=",".join(ALL_PARTS),
+        help="comma-separated parts to run (default: all of %(default)s)",
+    )
     return parser.parse_args(argv)
 
 
@@ -81,6 +90,13 @@ def run_track(track: Track, sizes: Sizes, rounds: int, warmup: int) -> list[Benc
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM ends the run through the finally blocks: servers stopped, databases dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parts = {part.strip() for part in args.only.split(",") if part.strip()}
+    if parts - set(ALL_PARTS):
+        raise SystemExit(f"unknown parts {sorted(parts - set(ALL_PARTS))}; known: {ALL_PARTS}")
+    if args.no_sqlite:
+        parts.discard("sqlite")
     sizes = QUICK if args.quick else FULL
     rounds = args.rounds or (7 if args.quick else 15)
     warmup = 1 if args.quick else 2
@@ -88,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     params = django_setup.pg_params(args.database_url)
     django_setup.recreate_pg_database(params)
     workdir = tempfile.mkdtemp(prefix="murmur-bench-")
-    sqlite_path = str(Path(workdir) / "bench.sqlite3")
+    sqlite_path = str(Path(workdir) / "bench.sqlite3") if "sqlite" in parts else None
     notes: list[str] = []
+    skipped: list[rows.Skip] = []
+    results: dict[str, list[BenchmarkResult]] = {}
     try:
         django_setup.configure(params, sqlite_path)
         raw_pg = psycopg.connect(**params, autocommit=True)
@@ -101,15 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             notes.append(missing)
         env = environment(raw_pg)
-        tracks = [Track("pg", "default", raw_pg, langchain_conn)]
-        if not args.no_sqlite:
+        tracks = [Track("pg", "default", raw_pg, langchain_conn)] if "pg" in parts else []
+        if sqlite_path:
             from bench.floors import sqlite_connect
 
             tracks.append(Track("sqlite", "sqlite", sqlite_connect(sqlite_path)))
-        results: dict[str, list[BenchmarkResult]] = {}
         for track in tracks:
             print(f"track {track.name} ...", file=sys.stderr)
             results[track.name] = run_track(track, sizes, rounds, warmup)
+        wanted = [name for name in rows.ROWS if name in parts]
+        if wanted:
+            django_setup.use_alias("default")
+            results["service"], skipped = rows.run_rows(
+                wanted, params=params, quick=args.quick, workdir=workdir
+            )
         from django.db import connections
 
         connections.close_all()
@@ -119,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             django_setup.drop_pg_database(params)
+            for name in django_setup.admin_database_names(params):
+                django_setup.drop_pg_database({**params, "dbname": name})
             shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started
     report = {
@@ -129,17 +154,19 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_rounds": warmup,
         "environment": env,
         "notes": notes,
+        "skipped": [skip.as_dict() for skip in skipped],
         "tracks": {
             name: [result.as_dict() for result in track_results]
             for name, track_results in results.items()
         },
     }
     path = write_report(report)
-    print(render(results, notes))
+    print(render(results, notes, skipped))
     print(
         f"\n{elapsed:.0f} s; JSON: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}"
     )
-    return 0
+    failed = [skip for skip in skipped if skip.failed]
+    return 1 if failed else 0
 
 
 def write_report(report: dict[str, Any]) -> Path:
@@ -150,11 +177,21 @@ def write_report(report: dict[str, Any]) -> Path:
     return path
 
 
-def render(results: dict[str, list[BenchmarkResult]], notes: list[str]) -> str:
-    """The printed table: one block per track."""
+def render(
+    results: dict[str, list[BenchmarkResult]],
+    notes: list[str],
+    skipped: list[rows.Skip] | None = None,
+) -> str:
+    """The printed table: one block per track (the service rows are the track ``service``);
+    skipped rows and variants show as rows with their reason."""
     blocks = []
     for name, track_results in results.items():
-        rows = [row for result in track_results for row in result_rows(result)]
-        blocks.append(f"== {name}\n{format_table(TABLE_HEADERS, rows)}")
+        lines = [line for result in track_results for line in result_rows(result)]
+        if name == "service":
+            lines += [skip.row() for skip in skipped or []]
+        blocks.append(f"== {name}\n{format_table(TABLE_HEADERS, lines)}")
+    if skipped and "service" not in results:
+        lines = [skip.row() for skip in skipped]
+        blocks.append(f"== service\n{format_table(TABLE_HEADERS, lines)}")
     blocks += [f"note: {note}" for note in notes]
     return "\n\n".join(blocks)
