@@ -13,10 +13,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
+from murmur_conversations.conf import app_settings
 from murmur_conversations.realtime import layer_is_process_local, reads
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.receivers import auth_digest
 from murmur_conversations.realtime.scope import session_of
+from murmur_conversations.realtime.shared import shared_reads
 
 logger = logging.getLogger("murmur_conversations.realtime")
 
@@ -133,7 +135,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def check_user(self) -> None:
         """Re-read the user (tail only): close 4401 when gone, inactive or its password changed."""
-        user = await database_sync_to_async(reads.user_state)(get_user_model(), self.user.pk)
+        pk = self.user.pk
+        user = await shared_reads().read(
+            ("user", pk),
+            window=app_settings.db_tail_interval / 2,
+            fetch=lambda: database_sync_to_async(reads.user_state)(get_user_model(), pk),
+        )
         if user is None or not user.is_active or auth_digest(user) != self.digest:
             await self.shut(CLOSE_NO_USER)
 
@@ -156,8 +163,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         return None
 
     async def _tail_loop(self) -> None:
-        from murmur_conversations.conf import app_settings
-
         ticks = 0
         while not self.closed:
             await asyncio.sleep(app_settings.db_tail_interval)

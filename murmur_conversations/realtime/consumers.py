@@ -19,6 +19,7 @@ from typing import Any, Final
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from murmur_conversations.conf import app_settings
 from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import frames, reads
 from murmur_conversations.realtime.base import (
@@ -28,6 +29,7 @@ from murmur_conversations.realtime.base import (
 )
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.scope import InvalidSince, since_of
+from murmur_conversations.realtime.shared import shared_reads
 from murmur_conversations.selectors import conversation_for
 
 #: How far back the user stream's tail looks past the newest ``saved_at`` it saw: a write takes its
@@ -167,7 +169,12 @@ class ConversationConsumer(LiveConsumer):
         """Read the head; when it was already ahead at the previous poll (so the live event is not
         coming: another process wrote), fill the gap from the database."""
         assert self.pk is not None
-        conversation = await database_sync_to_async(reads.conversation)(self.pk)
+        pk = self.pk
+        conversation = await shared_reads().read(
+            ("conversation", pk),
+            window=app_settings.db_tail_interval / 2,
+            fetch=lambda: database_sync_to_async(reads.conversation)(pk),
+        )
         async with self.lock:
             if conversation is None:
                 await self.gone()
