@@ -33,6 +33,17 @@ save = database_sync_to_async(services.save_message)
 set_status = database_sync_to_async(services.set_status)
 
 
+async def call_bash(conversation, call_id: str = "c1"):
+    """The assistant asks for one ``bash`` call (a pending tool-call card)."""
+    return await save(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": call_id, "name": "bash", "input": {}}],
+        },
+    )
+
+
 async def say(conversation, text: str, **extra):
     return await save(conversation=conversation, message={"role": "user", "content": text, **extra})
 
@@ -187,13 +198,7 @@ async def test_replay_since_sends_changes_in_event_order(user, conversation):
 
 
 async def test_replay_marks_rows_created_before_since_as_updated(user, conversation):
-    await save(
-        conversation=conversation,
-        message={
-            "role": "assistant",
-            "content": [{"type": "tool_call", "id": "c1", "name": "bash", "input": {}}],
-        },
-    )  # event 1
+    await call_bash(conversation)  # event 1
     await database_sync_to_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
     )  # event 2
@@ -267,13 +272,7 @@ async def test_exactly_500_rows_are_replayed(user, conversation):
 
 
 async def test_live_events_of_one_call_come_in_contract_order(user, conversation):
-    await save(
-        conversation=conversation,
-        message={
-            "role": "assistant",
-            "content": [{"type": "tool_call", "id": "c1", "name": "bash", "input": {}}],
-        },
-    )
+    await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await save(
@@ -445,13 +444,7 @@ async def test_reconnect_with_since_while_writes_continue(user, conversation):
 
 
 async def test_large_values_are_capped(user, conversation):
-    await save(
-        conversation=conversation,
-        message={
-            "role": "assistant",
-            "content": [{"type": "tool_call", "id": "c1", "name": "bash", "input": {}}],
-        },
-    )
+    await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     big = "é" * 40_000  # 80,002 bytes of JSON: over the cap
