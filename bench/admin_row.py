@@ -1,4 +1,4 @@
-"""Admin changelist at two table sizes (issue 12): ours vs a stock ``ModelAdmin``.
+"""Admin changelist at two table sizes (docs/benchmarks.md): ours vs a stock ``ModelAdmin``.
 
 Two databases (``<bench>_admin_small`` and ``<bench>_admin_large``, aliases ``admin_small`` and
 ``admin_large``) are seeded with set-based SQL (``admin_scale._seed``: conversations of 10 or 11

@@ -1,4 +1,4 @@
-"""Optional: the admin at scale on PostgreSQL (issue 10, DESIGN.md section 9).
+"""Optional: the admin at scale on PostgreSQL (docs/admin.md).
 
 Seeds a separate database (``<name>_admin_bench``, dropped at the end unless ``--keep``) with
 plain SQL, in two stages: about 10,000 record messages, then about 1,100,000 (100,000

@@ -1,4 +1,4 @@
-"""HTTP page requests/s (issue 12): wrk against one uvicorn process, variants in interleaved rounds.
+"""HTTP page requests/s (docs/benchmarks.md): wrk against one uvicorn process, variants in interleaved rounds.
 
 The server (``servers.uvicorn``, core 0) serves ``bench.urls``; wrk (Debian's package) runs on
 core 1 with one thread and a few keep-alive connections for a fixed time per operation. Every

@@ -1,4 +1,4 @@
-"""Import MB/s on corpus formats replicated to a size (issue 12), and peak memory.
+"""Import MB/s on corpus formats replicated to a size (docs/benchmarks.md), and peak memory.
 
 The source is a corpus file (``../shared/corpus`` beside the checkout, or ``BENCH_CORPUS``)
 replicated into a temporary directory as many copies, each with every UUID and tool-call id

@@ -1,4 +1,4 @@
-"""The service rows of issue 12 (HTTP, websocket, import, admin), after the database tracks.
+"""The service rows of docs/benchmarks.md (HTTP, websocket, import, admin), after the database tracks.
 
 Each row needs something beyond the database (wrk, Redis, orjson, a server process); what is
 missing is reported as a skipped row or variant with the reason, never faked and never a crash. A

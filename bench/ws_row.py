@@ -1,4 +1,4 @@
-"""Save -> websocket receive, and fan-out to N clients (issue 12), per channel layer.
+"""Save -> websocket receive, and fan-out to N clients (docs/benchmarks.md), per channel layer.
 
 One uvicorn process per layer (core 0) serves ``bench.asgi``: the app's process-local default,
 channels_redis core and channels_redis pub/sub (a private Redis prefix). For each fan-out size N a

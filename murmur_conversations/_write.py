@@ -1,7 +1,7 @@
 """The machinery every service shares: resolve, lock, number, finish, announce after commit.
 
 One ``Write`` is one atomic service call on one conversation. It locks the conversation row,
-takes at most one new ``event_seq`` (DESIGN.md section 3), keeps the counters equal to the rows,
+takes at most one new ``event_seq`` (docs/architecture.md), keeps the counters equal to the rows,
 and queues the signals of ``signals.py`` for ``on_commit(..., robust=True)``.
 """
 

@@ -14,10 +14,10 @@ SETTING_NAME: Final = "MURMUR_CONVERSATIONS"
 
 #: Every key with its default. The README's settings table lists the type and check id of each.
 DEFAULTS: Final[dict[str, Any]] = {
-    # REST pages: the default and the largest `limit` (DESIGN.md section 5).
+    # REST pages: the default and the largest `limit` (docs/api.md).
     "PAGE_SIZE": 50,
     "MAX_PAGE_SIZE": 100,
-    # Read grants for plug-ins, default-deny (DESIGN.md section 6).
+    # Read grants for plug-ins, default-deny (docs/hooks.md).
     "HOOKS": {},
     # Dotted path of the function that scopes conversations to a user (selectors.owner_scope).
     "SCOPE": "murmur_conversations.selectors.owner_scope",

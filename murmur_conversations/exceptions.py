@@ -1,4 +1,4 @@
-"""Errors raised by murmur_conversations: one base class, specific subclasses (DESIGN.md section 4).
+"""Errors raised by murmur_conversations: one base class, specific subclasses (docs/write-path.md).
 
 Declarations only. Every service raises one of these and never a raw database error.
 """

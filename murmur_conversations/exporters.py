@@ -1,4 +1,4 @@
-"""Exports of the durable record (DESIGN.md section 8): murmur JSON Lines and an OpenAI list.
+"""Exports of the durable record (docs/formats.md): murmur JSON Lines and an OpenAI list.
 
 Murmur lines are the stored raw line when the conversation was imported from murmur (kept as a
 source record under the message id), else compact JSON (``ensure_ascii=False``) with the keys

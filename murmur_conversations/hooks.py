@@ -1,5 +1,4 @@
-"""Record reads for plug-ins with murmur's ``murmur:conversation/read`` semantics (DESIGN.md
-section 6), gated by default-deny grants in ``MURMUR_CONVERSATIONS["HOOKS"]``.
+"""Record reads for plug-ins with murmur's ``murmur:conversation/read`` semantics (docs/hooks.md), gated by default-deny grants in ``MURMUR_CONVERSATIONS["HOOKS"]``.
 
     page = read_messages(hook="recall", conversation=conv_id, cursor=None, limit=50)
     while page.next_cursor is not None:

@@ -1,4 +1,4 @@
-"""How one incoming message becomes a record row and display rows (DESIGN.md section 4).
+"""How one incoming message becomes a record row and display rows (docs/write-path.md).
 
 Pure functions, no database: ``normalize_message`` validates and cleans a message dict before any
 write starts, and ``display_parts`` lists the display rows it shows as (sagents
@@ -144,7 +144,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
 
 
 def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMessage:
-    """Validate and clean one message dict (the shape in DESIGN.md section 4).
+    """Validate and clean one message dict (the shape in docs/write-path.md).
 
     ``role`` a non-empty string; ``content`` a string, a list of block objects each with a string
     ``type``, or null (stored as ""); ``id``, ``tool_call_id``, ``source_id`` strings of at most 255

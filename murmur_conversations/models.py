@@ -1,4 +1,4 @@
-"""The data model (DESIGN.md section 3): Conversation, Message (the record), DisplayMessage, ToolCall,
+"""The data model (docs/architecture.md): Conversation, Message (the record), DisplayMessage, ToolCall,
 SourceRecord.
 
 Rows are written only by ``services``. The invariants that the services rely on are named database
@@ -81,7 +81,7 @@ class MessageType(models.TextChoices):
 
 
 class ContentType(models.TextChoices):
-    """The shape of a display row's ``content`` (required keys in DESIGN.md section 3)."""
+    """The shape of a display row's ``content`` (required keys in docs/architecture.md)."""
 
     TEXT = "text", "Text"
     """``{"text"}``."""
@@ -115,7 +115,7 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         return self.filter(owner_id=user.pk)
 
     def newest_first(self) -> ConversationQuerySet:
-        """Ordered ``saved_at`` desc, then ``id`` desc (the sidebar order, DESIGN.md section 5)."""
+        """Ordered ``saved_at`` desc, then ``id`` desc (the sidebar order, docs/api.md)."""
         return self.order_by("-saved_at", "-id")
 
 

@@ -35,7 +35,7 @@ def conversations_for(user: Any) -> QuerySet[Conversation]:
 
 def parse_conversation_id(value: Any) -> uuid.UUID | None:
     """The UUID named by ``value`` if it is the canonical lowercase hyphenated 36-character form,
-    else None (DESIGN.md section 5: any other spelling is malformed)."""
+    else None (docs/api.md: any other spelling is malformed)."""
     if not isinstance(value, str) or len(value) != 36:
         return None
     try:
@@ -58,7 +58,7 @@ def conversation_for_hook(
     token_conversation_id: uuid.UUID, conversation_id: Any
 ) -> Conversation | None:
     """The conversation a plug-in hook token may read: ``conversation_id`` (canonical form) must be
-    the token's conversation and exist; None otherwise, like a missing one (DESIGN.md section 6)."""
+    the token's conversation and exist; None otherwise, like a missing one (docs/hooks.md)."""
     pk = parse_conversation_id(conversation_id)
     if pk is None or pk != token_conversation_id:
         return None

@@ -1,4 +1,4 @@
-"""Signals sent by ``services`` after the transaction commits (DESIGN.md section 4).
+"""Signals sent by ``services`` after the transaction commits (docs/write-path.md).
 
 Declarations only. Each is sent with ``send_robust`` inside ``transaction.on_commit(..., robust=True)``,
 so a failing receiver is logged under ``murmur_conversations.signals`` and never fails the write, and

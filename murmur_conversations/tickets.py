@@ -1,4 +1,4 @@
-"""Websocket tickets (DESIGN.md sections 5 and 7): ``POST ws-ticket/`` issues one, the websocket
+"""Websocket tickets (docs/api.md and docs/websocket.md): ``POST ws-ticket/`` issues one, the websocket
 consumer redeems it with ``?ticket=``.
 
 A ticket is signed with ``django.core.signing`` and binds the user, a digest of the user's session

@@ -1,6 +1,6 @@
 """Input hygiene for the write path: the bad-text rule, size limits and display content shapes.
 
-Bad text (DESIGN.md section 4): NUL characters and lone surrogates become U+FFFD on every path,
+Bad text (docs/write-path.md): NUL characters and lone surrogates become U+FFFD on every path,
 identically on SQLite and PostgreSQL; a surrogate pair given as two code points is joined into its
 character; the rest of the text is kept. Sizes are UTF-8 bytes of compact JSON.
 """
@@ -120,7 +120,7 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
 
 def check_display_content(content_type: str, content: Any) -> None:
     """Raise ``InvalidContent("invalid structure for content_type <ct>")`` unless ``content`` has the
-    keys DESIGN.md section 3 requires for ``content_type`` (extra keys allowed)."""
+    keys docs/architecture.md requires for ``content_type`` (extra keys allowed)."""
     alternatives = _REQUIRED.get(content_type)
     if alternatives is None:
         raise InvalidContent(

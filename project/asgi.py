@@ -3,7 +3,7 @@
 HTTP goes to Django (static files served by Django's ASGI static handler, enough for the demo;
 in production run collectstatic and let the proxy serve STATIC_ROOT); websockets go through Channels to the app's ``websocket_urlpatterns``, with
 the server session (cookies honoured only from allowed origins) or a ``?ticket=`` from
-``POST /api/ws-ticket/`` (DESIGN.md section 7).
+``POST /api/ws-ticket/`` (docs/websocket.md).
 """
 
 from __future__ import annotations

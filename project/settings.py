@@ -141,7 +141,7 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
-    # The app's views take only authentication and throttling from here (DESIGN.md section 5).
+    # The app's views take only authentication and throttling from here (docs/api.md).
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
@@ -151,7 +151,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "murmur_conversations API",
-    "DESCRIPTION": "Owner-scoped conversations of AI agents (DESIGN.md section 5).",
+    "DESCRIPTION": "Owner-scoped conversations of AI agents (docs/api.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "ENUM_NAME_OVERRIDES": {

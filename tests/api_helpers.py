@@ -1,4 +1,4 @@
-"""Shared pieces of the API tests (DESIGN.md section 5): token clients and response comparison."""
+"""Shared pieces of the API tests (docs/api.md): token clients and response comparison."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from murmur_conversations.projection import transcript_entry
 
 
 def assert_counters_match_rows(conversation: Conversation) -> None:
-    """Every counter of ``conversation`` equals what its rows say (DESIGN.md section 3)."""
+    """Every counter of ``conversation`` equals what its rows say (docs/architecture.md)."""
     conversation.refresh_from_db()
     messages = list(Message.objects.filter(conversation=conversation).order_by("position"))
     positions = [m.position for m in messages]

@@ -1,6 +1,6 @@
 """Settings for the test suite: the demo project's, with test-only tweaks.
 
-SQLite tests use a file database for the whole run (DESIGN.md section 11), so tests that open
+SQLite tests use a file database for the whole run (docs/deployment.md), so tests that open
 several connections work. ``DATABASE_URL`` and ``REDIS_URL`` select PostgreSQL and Redis.
 """
 

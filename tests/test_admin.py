@@ -1,4 +1,4 @@
-"""The read-only admin (DESIGN.md section 9): permissions, fixed query counts, cheap counts,
+"""The read-only admin (docs/admin.md): permissions, fixed query counts, cheap counts,
 search and filters, transcript cards, escaping, truncation, paging and deletion through the
 services."""
 

@@ -1,4 +1,4 @@
-"""The REST API's contract (DESIGN.md section 5): owner scope, the identical 404 and 405, the
+"""The REST API's contract (docs/api.md): owner scope, the identical 404 and 405, the
 app's own renderer and errors, authentication codes, detail, PATCH, DELETE, pending, tool calls,
 transcript and ws-ticket."""
 

@@ -1,4 +1,4 @@
-"""``record/`` for plug-ins over HTTP (DESIGN.md section 6): MurmurHook tokens, grants re-checked
+"""``record/`` for plug-ins over HTTP (docs/hooks.md): MurmurHook tokens, grants re-checked
 at every read, the same 404 for another conversation, 401 for bad tokens, 403 without the grant."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pages (DESIGN.md section 5 "Pages"): the limit rule, signed and bound cursors, since, walks that
+"""Pages (docs/api.md "Pages"): the limit rule, signed and bound cursors, since, walks that
 return every row once while rows are appended, totals from counters, and a fixed number of queries
 whatever the conversation's length."""
 

@@ -1,4 +1,4 @@
-"""Properties of the whole API (DESIGN.md section 5): with several users and random requests no
+"""Properties of the whole API (docs/api.md): with several users and random requests no
 response carries another owner's data and every denial equals the missing-conversation answer
 (hypothesis); and the served OpenAPI schema matches the responses, with no server error
 (schemathesis)."""

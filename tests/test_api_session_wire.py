@@ -1,4 +1,4 @@
-"""``POST session/``: agentfootprint's session wire (DESIGN.md section 5): ops, bodies, statuses,
+"""``POST session/``: agentfootprint's session wire (docs/api.md): ops, bodies, statuses,
 codes and their order (401, then 400, then 403, then 404); every failure is ``{"error","code"}``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The demo page in a real browser (issue 11): Playwright drives Debian's Chromium against a real
+"""The demo page in a real browser (docs/demo.md): Playwright drives Debian's Chromium against a real
 uvicorn server on loopback that serves the test database. Log in, open a conversation, see the
 cards; run the demo agent and watch text stream in and tool badges change; drop and restore the
 connection and find nothing lost; page older rows on scroll; a second tab's sidebar stays live.

@@ -1,4 +1,4 @@
-"""Concurrent writers on separate connections (DESIGN.md sections 3-4): every append lands or raises
+"""Concurrent writers on separate connections (docs/architecture.md and docs/write-path.md): every append lands or raises
 WriteConflict, never a raw database error; positions and seqs stay gapless; duplicates collapse."""
 
 from __future__ import annotations

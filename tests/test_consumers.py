@@ -1,4 +1,4 @@
-"""The conversation stream ``ws/conversations/<id>/`` (DESIGN.md section 7): close codes, snapshot,
+"""The conversation stream ``ws/conversations/<id>/`` (docs/websocket.md): close codes, snapshot,
 replay with ``since``, live events in order, gap filling, rollback, frame caps, client frames."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Websocket authentication and revocation, the user stream, and database tailing (DESIGN.md
-section 7): cookie-origin rule, tickets, logout / deactivation / password change closing 4401,
+"""Websocket authentication and revocation, the user stream, and database tailing (docs/websocket.md): cookie-origin rule, tickets, logout / deactivation / password change closing 4401,
 ``ws/conversations/``, and writes from "another process" arriving through the tail."""
 
 from __future__ import annotations

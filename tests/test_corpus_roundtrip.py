@@ -1,4 +1,4 @@
-"""Real input (issue 11): every ``*.jsonl`` agent log of the shared corpus goes through
+"""Real input (docs/demo.md): every ``*.jsonl`` agent log of the shared corpus goes through
 ``import_conversations`` as a user would type it, and each imported conversation reads back
 through the REST API (display rows and the transcript), page by page.
 

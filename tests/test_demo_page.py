@@ -1,4 +1,4 @@
-"""The demo page's views (issue 11): login required, the page shell, the login page, and the
+"""The demo page's views (docs/demo.md): login required, the page shell, the login page, and the
 "Run demo agent" button that plays the scripted run in a background thread of the server."""
 
 from __future__ import annotations

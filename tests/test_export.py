@@ -1,4 +1,4 @@
-"""``manage.py export_conversation`` (DESIGN.md section 8): murmur JSON Lines and OpenAI lists;
+"""``manage.py export_conversation`` (docs/formats.md): murmur JSON Lines and OpenAI lists;
 export, import, export gives the same bytes."""
 
 from __future__ import annotations

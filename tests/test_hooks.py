@@ -1,4 +1,4 @@
-"""Record reads for plug-ins (DESIGN.md section 6; murmur ``murmur:conversation/read``)."""
+"""Record reads for plug-ins (docs/hooks.md; murmur ``murmur:conversation/read``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``manage.py import_conversations`` (DESIGN.md section 8): message lists, murmur records and
+"""``manage.py import_conversations`` (docs/formats.md): message lists, murmur records and
 agentfootprint envelopes; keys, ids, idempotency, owner scoping, bad files and exit codes."""
 
 from __future__ import annotations

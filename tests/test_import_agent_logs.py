@@ -1,4 +1,4 @@
-"""Agent CLI logs from the real corpus (issue 9, DESIGN.md section 8; FORMATS.md sections 3, 3b):
+"""Agent CLI logs from the real corpus (docs/formats.md):
 per file the hand-counted conversations, record messages and tool calls, every result paired with
 its call, and a re-import that adds nothing."""
 
@@ -19,7 +19,7 @@ from tests.test_import import CORPUS, run, write_lines
 pytestmark = pytest.mark.django_db
 
 # file -> (record messages, {status: tool calls}, key) counted by hand from the response_item and
-# item lines (FORMATS.md: messages from response_item only; items upserted by id).
+# item lines (docs/formats.md: messages from response_item only; items upserted by id).
 CODEX = {
     "codex_exec_jsonl/failed_command.jsonl": (
         5,

@@ -1,4 +1,4 @@
-"""``import_conversations --follow`` (issue 9; DESIGN.md section 8): a live stream from stdin until
+"""``import_conversations --follow`` (docs/formats.md): a live stream from stdin until
 it ends, or a file waiting for appends until interrupted. The wait at the end of the file is
 injected (``follow_wait``), so the test appends the next line there: no sleeps, no threads."""
 

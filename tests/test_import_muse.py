@@ -1,4 +1,4 @@
-"""``muse exec --json`` journals (issue 9; FORMATS.md section 1; DESIGN.md section 8): every corpus
+"""``muse exec --json`` journals (docs/formats.md): every corpus
 file with hand-counted messages, calls, notices and source records; the answer stored once; tool
 results linked to their task; failed tasks and failed runs; bad lines."""
 
@@ -126,7 +126,7 @@ def test_failed_tasks_are_error_notices_not_a_failed_run(user):
 
 
 def envelope(sequence, payload_type, payload, stream="s-1", run_id="r-1"):
-    """One journal line in the shape of FORMATS.md section 1 (keys in native order)."""
+    """One journal line in the shape of docs/formats.md (keys in native order)."""
     return json.dumps(
         {
             "schema_version": 1,

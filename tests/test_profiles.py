@@ -1,4 +1,4 @@
-"""The two profiles of DESIGN.md section 11 are what they claim to be."""
+"""The two profiles of docs/deployment.md are what they claim to be."""
 
 from __future__ import annotations
 

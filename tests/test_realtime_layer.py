@@ -1,4 +1,4 @@
-"""The realtime plumbing (DESIGN.md section 7, issue 7): the linear process-local layer, the
+"""The realtime plumbing (docs/websocket.md): the linear process-local layer, the
 bounded broadcaster (a hanging layer never blocks a write), group names, ``layer_is_process_local``
 and the app without Channels."""
 
@@ -262,7 +262,7 @@ def test_no_layer_drops():
 
 
 def test_the_app_works_without_channels(tmp_path):
-    """DESIGN.md section 2: without ``channels`` the app still works, minus live updates."""
+    """docs/architecture.md: without ``channels`` the app still works, minus live updates."""
     script = textwrap.dedent(
         f"""
         import sys

@@ -1,4 +1,4 @@
-"""Faults (issue 13; DESIGN.md sections 4 and 7), on servers the tests start themselves on free
+"""Faults (RELIABILITY.md; docs/write-path.md and docs/websocket.md), on servers the tests start themselves on free
 loopback ports, never the shared ones:
 
 - a PostgreSQL connection killed (``pg_terminate_backend`` from another connection) while a

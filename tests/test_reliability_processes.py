@@ -1,4 +1,4 @@
-"""Concurrency across OS processes on PostgreSQL (issue 13; DESIGN.md sections 3-5): nothing written
+"""Concurrency across OS processes on PostgreSQL (RELIABILITY.md; docs/architecture.md, docs/write-path.md and docs/api.md): nothing written
 is lost or doubled.
 
 Four worker processes (each its own interpreter and connection pool, released together by the

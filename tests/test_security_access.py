@@ -1,4 +1,4 @@
-"""The access matrix (issue 13, DESIGN.md sections 5-7): nobody reads what is not theirs.
+"""The access matrix (RELIABILITY.md, docs/api.md, docs/hooks.md and docs/websocket.md): nobody reads what is not theirs.
 
 Every HTTP route of ``murmur_conversations.api.urls`` (read from its urlpatterns, so a new route is
 covered without editing this file) is called with every verb by the owner, another user, a staff

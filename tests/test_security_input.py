@@ -1,4 +1,4 @@
-"""Hostile input (issue 13; DESIGN.md sections 4, 5, 7 and 8): whatever arrives, the answer is the
+"""Hostile input (RELIABILITY.md; docs/write-path.md, docs/api.md, docs/websocket.md and docs/formats.md): whatever arrives, the answer is the
 result or a documented error, never a crash, and a refused write leaves nothing behind.
 
 - every registered importer parser, fed lines built from each format's own vocabulary (so the

@@ -1,4 +1,4 @@
-"""The write path (DESIGN.md sections 3 and 4): splitting, de-duplication, tool lifecycle,
+"""The write path (docs/architecture.md and docs/write-path.md): splitting, de-duplication, tool lifecycle,
 counters, event_seq, signals after commit, and the errors of every bad input."""
 
 from __future__ import annotations

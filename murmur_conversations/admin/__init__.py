@@ -1,4 +1,4 @@
-"""The read-only transcript admin (DESIGN.md section 9); importing it registers every model."""
+"""The read-only transcript admin (docs/admin.md); importing it registers every model."""
 
 from __future__ import annotations
 

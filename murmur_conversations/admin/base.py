@@ -1,4 +1,4 @@
-"""The read-only admin base shared by every model of the app (DESIGN.md section 9).
+"""The read-only admin base shared by every model of the app (docs/admin.md).
 
 No add and no change for anyone (every write goes through ``services``), no delete unless a
 subclass allows it; changelists count cheaply (:mod:`.pagination`), never compute facets, never

@@ -1,4 +1,4 @@
-"""The transcript of a conversation as cards for the admin change page (DESIGN.md section 9).
+"""The transcript of a conversation as cards for the admin change page (docs/admin.md).
 
 Cards carry plain strings only; the template escapes every one of them. Long payloads are cut at
 ``PREVIEW_CHARS`` and link to the row's own admin page, which shows the whole value.

@@ -1,5 +1,5 @@
 """The conversation admin: find a conversation, read its transcript as cards, delete it through
-``services.delete_conversation`` (DESIGN.md section 9)."""
+``services.delete_conversation`` (docs/admin.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Changelist filters that cost no query to draw (DESIGN.md section 9).
+"""Changelist filters that cost no query to draw (docs/admin.md).
 
 Neither lists the values of a large table: the tool-status filter offers the fixed statuses, the
 tool-name filter only echoes the name already chosen (from the search box or a name link).

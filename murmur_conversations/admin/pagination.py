@@ -1,4 +1,4 @@
-"""Counting for changelists over millions of rows (DESIGN.md section 9).
+"""Counting for changelists over millions of rows (docs/admin.md).
 
 An unfiltered list on PostgreSQL shows the planner's estimate (``pg_class.reltuples``) instead of
 ``COUNT(*)``; every other list counts at most ``count_cap + 1`` rows. Together with

@@ -1,5 +1,5 @@
 """Admins of the rows inside a conversation: the record, display rows, tool calls and source
-records (DESIGN.md section 9). All read-only; lists never load whole payloads; change pages show
+records (docs/admin.md). All read-only; lists never load whole payloads; change pages show
 the whole value, escaped."""
 
 from __future__ import annotations

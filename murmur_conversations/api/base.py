@@ -1,4 +1,4 @@
-"""The policy every API view shares (DESIGN.md section 5) and the conversation lookup.
+"""The policy every API view shares (docs/api.md) and the conversation lookup.
 
 The app sets its own renderer, negotiation, parser, exception handler, permission and metadata;
 only authentication and throttle classes come from the host, read from ``REST_FRAMEWORK`` on each

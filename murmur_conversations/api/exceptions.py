@@ -1,4 +1,4 @@
-"""The API's errors and exception handler (DESIGN.md section 5).
+"""The API's errors and exception handler (docs/api.md).
 
 Every failure body is ``{"detail": <text>, "code": <code>}``. The not-found answer is one constant
 (``NOT_FOUND_BODY``), in English whatever the active language, so a foreign, a missing and a

@@ -1,4 +1,4 @@
-"""Plug-in hook tokens over HTTP (DESIGN.md section 6): ``Authorization: MurmurHook <token>``.
+"""Plug-in hook tokens over HTTP (docs/hooks.md): ``Authorization: MurmurHook <token>``.
 
 A request using the ``MurmurHook`` scheme is a hook request only: a bad or expired token is 401
 ``authentication_failed`` with ``WWW-Authenticate: MurmurHook`` (no other credentials are tried);

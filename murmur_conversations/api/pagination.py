@@ -1,4 +1,4 @@
-"""Keyset pages (DESIGN.md section 5 "Pages"): the ``limit`` rule and signed, bound cursors.
+"""Keyset pages (docs/api.md "Pages"): the ``limit`` rule and signed, bound cursors.
 
 A cursor is ``django.core.signing`` text over ``{listing, scope, params, key}``: the listing name
 (``conversations``, ``display``, ``since``, ``record``, ``tool-calls``, ``transcript``), the

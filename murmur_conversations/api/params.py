@@ -1,5 +1,5 @@
 """Reading request input: ``since``, the tool-call ``status`` filter and the PATCH body
-(DESIGN.md section 5). Each bad value raises its 400 with a message that says what to send."""
+(docs/api.md). Each bad value raises its 400 with a message that says what to send."""
 
 from __future__ import annotations
 

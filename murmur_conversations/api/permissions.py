@@ -1,4 +1,4 @@
-"""The API's one permission (DESIGN.md section 5): a signed-in, active user. What that user may
+"""The API's one permission (docs/api.md): a signed-in, active user. What that user may
 read is decided by ``selectors.conversations_for`` (the ``SCOPE`` setting), never here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The app's only renderer and a negotiation that always picks it (DESIGN.md section 5: always JSON,
+"""The app's only renderer and a negotiation that always picks it (docs/api.md: always JSON,
 whatever ``Accept`` or ``?format=`` say, and whatever the host's REST_FRAMEWORK settings are)."""
 
 from __future__ import annotations

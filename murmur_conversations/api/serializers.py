@@ -1,4 +1,4 @@
-"""Serializers that describe the API's bodies for the OpenAPI schema (DESIGN.md section 5).
+"""Serializers that describe the API's bodies for the OpenAPI schema (docs/api.md).
 
 Responses are built by ``murmur_conversations.representations`` (one shape for REST, websockets and
 exports); these classes only document those shapes and must list the same keys.

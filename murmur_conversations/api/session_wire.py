@@ -1,4 +1,4 @@
-"""``POST session/``: agentfootprint's session wire (``hosting/sessionWire``; DESIGN.md section 5).
+"""``POST session/``: agentfootprint's session wire (``hosting/sessionWire``; docs/api.md).
 
 Ops: ``session-list``, ``session-transcript`` and ``session-pending``. Order of the answers:
 credentials first (none or bad: 401 ``ERR_IDENTITY_NOT_VERIFIED``, whatever the host's

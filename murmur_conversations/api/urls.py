@@ -1,4 +1,4 @@
-"""The API's routes (DESIGN.md section 5); the host mounts them, e.g. under ``/api/``.
+"""The API's routes (docs/api.md); the host mounts them, e.g. under ``/api/``.
 
 Conversation ids are matched as any single path segment (``<str:id>``) so that malformed ids reach
 the view and get the same 404 as foreign and missing ones.

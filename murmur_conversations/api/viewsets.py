@@ -1,4 +1,4 @@
-"""The conversation routes (DESIGN.md section 5): list, detail, PATCH, DELETE, display rows,
+"""The conversation routes (docs/api.md): list, detail, PATCH, DELETE, display rows,
 record, transcript, pending ask and tool calls, all owner-scoped through ``selectors``.
 
 Views are thin: they read parameters, ask selectors and services, and shape rows with
@@ -295,7 +295,7 @@ def _conversation_key(key: list[Any]) -> tuple[datetime, uuid.UUID]:
 
 
 class RecordViewSet(ConversationViewSet):
-    """``GET conversations/{id}/record/`` for users and plug-in hooks (DESIGN.md section 6).
+    """``GET conversations/{id}/record/`` for users and plug-in hooks (docs/hooks.md).
 
     Authenticates with ``[MurmurHookAuthentication, *host classes]``. For a hook request the
     conversation must be the token's (else the same 404 as a missing one), then the hook needs its

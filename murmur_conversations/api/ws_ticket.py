@@ -1,4 +1,4 @@
-"""``POST ws-ticket/`` (DESIGN.md sections 5 and 7): a signed websocket ticket for the caller."""
+"""``POST ws-ticket/`` (docs/api.md and docs/websocket.md): a signed websocket ticket for the caller."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""agentfootprint session envelopes, ``conversation-v1`` and ``flowchart-v1`` (DESIGN.md section 8).
+"""agentfootprint session envelopes, ``conversation-v1`` and ``flowchart-v1`` (docs/formats.md).
 Pure: no Django.
 
 An envelope is one JSON document ``{"format", "savedAt", "data"}``. ``conversation-v1`` holds the

@@ -1,4 +1,4 @@
-"""Anthropic Messages lists (FORMATS.md sections 4 and 5; DESIGN.md section 8). Pure.
+"""Anthropic Messages lists (docs/formats.md). Pure.
 
 Blocks become the record's block shapes: ``tool_use`` -> ``tool_call`` (``id``, ``name``,
 ``input``), ``thinking`` -> ``thinking`` with ``text`` (the ``signature`` kept byte for byte).

@@ -1,5 +1,5 @@
 """``run_import``: feed a source's lines to its parser and write what it yields through the services
-(DESIGN.md section 8). The only module of ``importers`` that touches the database.
+(docs/formats.md). The only module of ``importers`` that touches the database.
 
 Messages are validated one by one (``messages.normalize_message``) before any write, so a bad
 message is reported with its line and never fails its neighbours; good ones are written in batches

@@ -1,5 +1,5 @@
 """Claude Code, ``--format claude-code``: a session transcript or ``claude -p --output-format
-stream-json`` output, told apart by the first line (FORMATS.md sections 4 and 4b). Pure."""
+stream-json`` output, told apart by the first line (docs/formats.md). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Claude Code session transcripts, ``~/.claude/projects/<dir>/<sessionId>.jsonl`` (FORMATS.md
-section 4; DESIGN.md section 8). Pure.
+"""Claude Code session transcripts, ``~/.claude/projects/<dir>/<sessionId>.jsonl`` (docs/formats.md). Pure.
 
 Every line is kept verbatim as a source record. One conversation per ``sessionId``. ``user`` and
 ``assistant`` lines of the main chain become messages; sidechain lines (``isSidechain``: subagents)

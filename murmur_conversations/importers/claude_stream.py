@@ -1,5 +1,4 @@
-"""``claude -p --output-format stream-json --verbose`` output (FORMATS.md section 4b; DESIGN.md
-section 8). Pure.
+"""``claude -p --output-format stream-json --verbose`` output (docs/formats.md). Pure.
 
 The same message bodies as session transcripts (see ``claude_session``), in another envelope: the
 key is ``session_id``; lines with a non-null ``parent_tool_use_id`` were written by a subagent

@@ -1,5 +1,5 @@
 """Codex, ``--format codex``: a session rollout or a ``codex exec --json`` stream, told apart by the
-first line (FORMATS.md sections 3 and 3b). Pure."""
+first line (docs/formats.md). Pure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``codex exec --json`` streams (FORMATS.md section 3b; DESIGN.md section 8). Pure.
+"""``codex exec --json`` streams (docs/formats.md). Pure.
 
 Every line is kept verbatim. Items are upserted by ``item.id`` (last state wins): ``reasoning`` and
 ``agent_message`` items become assistant ``thinking``/``text`` messages when completed; an item with

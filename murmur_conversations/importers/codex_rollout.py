@@ -1,4 +1,4 @@
-"""Codex CLI session rollouts, ``rollout-*.jsonl`` (FORMATS.md section 3; DESIGN.md section 8). Pure.
+"""Codex CLI session rollouts, ``rollout-*.jsonl`` (docs/formats.md). Pure.
 
 Every line is kept verbatim as a source record. Messages come from ``response_item`` lines only
 (``event_msg`` lines echo them and are kept, not read): ``message`` (``input_text``/``output_text``

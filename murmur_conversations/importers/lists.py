@@ -1,5 +1,4 @@
-"""Message lists as JSON or JSON Lines, shared by the OpenAI and Anthropic parsers (DESIGN.md
-section 8; FORMATS.md section 5). Pure: no Django.
+"""Message lists as JSON or JSON Lines, shared by the OpenAI and Anthropic parsers (docs/formats.md). Pure: no Django.
 
 A source is a JSON document (an array of messages, or a request body object with ``messages``) or
 JSON Lines (one message object per line). The conversation key is the sha256 of the canonical JSON
@@ -29,7 +28,7 @@ from murmur_conversations.importers.records import (
     with_id,
 )
 
-#: Turns one message as the source gives it into the messages of DESIGN.md section 4.
+#: Turns one message as the source gives it into the messages of docs/write-path.md.
 Convert = Callable[[dict[str, Any]], list[dict[str, Any]]]
 #: Extracts the message list of a request body object: ``(messages, prepended)``.
 Unwrap = Callable[[dict[str, Any]], tuple[Any, list[dict[str, Any]]]]

@@ -1,4 +1,4 @@
-"""Murmur conversation records, ``conversation.jsonl`` (FORMATS.md section 2; DESIGN.md section 8).
+"""Murmur conversation records, ``conversation.jsonl`` (docs/formats.md).
 Pure: no Django.
 
 Each line is one message as it entered the model context and is stored as it is; the line itself is

@@ -1,4 +1,4 @@
-"""``muse exec --json`` journals, ``--format muse`` (FORMATS.md section 1; DESIGN.md section 8). Pure.
+"""``muse exec --json`` journals, ``--format muse`` (docs/formats.md). Pure.
 
 Every line is kept verbatim as a source record (unknown payload types too, counted). An envelope
 (``stream.id``, a positive integer ``sequence``, ``payload_type``, ``payload``) is read:

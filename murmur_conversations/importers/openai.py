@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions message lists (FORMATS.md section 5; DESIGN.md section 8). Pure.
+"""OpenAI Chat Completions message lists (docs/formats.md). Pure.
 
 Messages are stored as they are: ``tool_calls`` (``function.arguments`` as JSON text) and
 ``role: "tool"`` results with ``tool_call_id`` are read by ``services.save_messages`` directly, and

@@ -1,4 +1,4 @@
-"""What parsers yield, and the pure helpers they share (DESIGN.md section 8).
+"""What parsers yield, and the pure helpers they share (docs/formats.md).
 
 No Django and no database here, so parsers can be fuzzed. A parser turns ``SourceLine`` objects into
 a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
@@ -38,7 +38,7 @@ class Begin:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A message dict in the shape of DESIGN.md section 4, always with an ``id``; ``line`` is the
+    """A message dict in the shape of docs/write-path.md, always with an ``id``; ``line`` is the
     1-based source line, or None when the message came from a whole JSON document."""
 
     message: dict[str, Any]
@@ -129,7 +129,7 @@ class Parser(Protocol):
 
 
 def canonical_json(value: Any) -> str:
-    """DESIGN.md section 8: ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    """docs/formats.md: ``json.dumps(value, sort_keys=True, separators=(",", ":"),
     ensure_ascii=False)``; hash its UTF-8 bytes."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -146,7 +146,7 @@ def compact_json(value: Any) -> str:
 
 def imported_id(key: str, index: int, message: dict[str, Any]) -> str:
     """``imp_`` + the first 32 hex of sha256 of the canonical JSON of ``[key, index, message]``:
-    the id of a message (``index`` 0-based) that the source gave none (DESIGN.md section 8)."""
+    the id of a message (``index`` 0-based) that the source gave none (docs/formats.md)."""
     return "imp_" + sha256_hex([key, index, message])[:32]
 
 

@@ -1,4 +1,4 @@
-"""The formats ``import_conversations`` reads, and ``--format auto`` detection (DESIGN.md section 8).
+"""The formats ``import_conversations`` reads, and ``--format auto`` detection (docs/formats.md).
 Pure: no Django.
 
 Detection looks at the first JSON object of a JSON Lines source (a few more lines to tell OpenAI
@@ -22,7 +22,7 @@ from murmur_conversations.importers import (
 )
 from murmur_conversations.importers.records import ParseContext, Parser, SourceLine, parse_json
 
-#: Every format name of ``--format``, ``auto`` aside, in the order of DESIGN.md section 8.
+#: Every format name of ``--format``, ``auto`` aside, in the order of docs/formats.md.
 FORMAT_NAMES = ("murmur", "muse", "claude-code", "codex", "openai", "anthropic", "agentfootprint")
 
 PARSERS: dict[str, Callable[[ParseContext], Parser]] = {

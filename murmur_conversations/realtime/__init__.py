@@ -1,4 +1,4 @@
-"""Live updates over Django Channels (DESIGN.md section 7). Imported only when Channels is installed,
+"""Live updates over Django Channels (docs/websocket.md). Imported only when Channels is installed,
 except :func:`layer_is_process_local`, which works without it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What both websocket consumers share: accept-then-close, authentication and revocation groups,
-ignoring client frames, and a clean shutdown (DESIGN.md section 7)."""
+ignoring client frames, and a clean shutdown (docs/websocket.md)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def tails(self) -> bool:
         """Whether this socket must poll the database: the layer cannot carry other processes'
-        events (DESIGN.md section 7, "Layers")."""
+        events (docs/websocket.md, "Layers")."""
         return layer_is_process_local(self.channel_layer)
 
     def start_tail(self) -> None:

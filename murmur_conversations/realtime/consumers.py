@@ -1,4 +1,4 @@
-"""The websocket streams (DESIGN.md section 7): one conversation, and the user's conversation list.
+"""The websocket streams (docs/websocket.md): one conversation, and the user's conversation list.
 
 ``ConversationConsumer`` (``ws/conversations/<id>/?since=N``): snapshot, replay from the database,
 then live events in event_seq order with no duplicate and no gap. It subscribes to the

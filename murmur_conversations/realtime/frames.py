@@ -1,4 +1,4 @@
-"""The JSON frames sent to websocket clients (DESIGN.md section 7), built from the shared row
+"""The JSON frames sent to websocket clients (docs/websocket.md), built from the shared row
 representations so REST and websockets agree.
 
 Large values are capped: when the compact UTF-8 JSON of a row's ``content``, a ``result`` or an
@@ -17,7 +17,7 @@ from murmur_conversations.representations import display_row, summary_row
 
 Frame = dict[str, Any]
 
-#: Largest compact UTF-8 JSON of one capped value, in bytes (DESIGN.md section 7).
+#: Largest compact UTF-8 JSON of one capped value, in bytes (docs/websocket.md).
 MAX_VALUE_BYTES: Final = 65_536
 
 

@@ -1,4 +1,4 @@
-"""Channels group names, all built by :func:`group_name` from ``GROUP_PREFIX`` (DESIGN.md section 7).
+"""Channels group names, all built by :func:`group_name` from ``GROUP_PREFIX`` (docs/websocket.md).
 
 Group names may hold only ASCII letters, digits, ``-``, ``_`` and ``.`` and must stay under 100
 characters; keys that could break that rule (user primary keys of any type, digests) are hashed.

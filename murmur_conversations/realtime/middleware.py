@@ -1,4 +1,4 @@
-"""Websocket authentication (DESIGN.md section 7): the server session from a cookie, only from an
+"""Websocket authentication (docs/websocket.md): the server session from a cookie, only from an
 allowed origin, or a ``?ticket=`` from ``POST ws-ticket/`` from any origin.
 
 ``MurmurAuthMiddlewareStack(inner)`` = :class:`CookieOriginMiddleware` (drops the Cookie header of

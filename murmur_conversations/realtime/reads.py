@@ -13,7 +13,7 @@ from typing import Any, Final
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.selectors import conversations_for
 
-#: More changed rows than this after ``since`` (or in a gap): one ``resync`` instead (DESIGN.md 7).
+#: More changed rows than this after ``since`` (or in a gap): one ``resync`` instead (docs/websocket.md).
 RESYNC_ROWS: Final = 500
 
 

@@ -1,4 +1,4 @@
-"""Signal receivers that turn committed writes into live events (DESIGN.md sections 4 and 7).
+"""Signal receivers that turn committed writes into live events (docs/write-path.md and docs/websocket.md).
 
 One service call sends its signals in the contract's frame order and ends with
 ``conversation_saved``; the receivers collect that call's frames (per thread, keyed by conversation

@@ -1,4 +1,4 @@
-"""``websocket_urlpatterns`` of the app (DESIGN.md section 7): mount them under the host's
+"""``websocket_urlpatterns`` of the app (docs/websocket.md): mount them under the host's
 ``URLRouter`` inside ``middleware.MurmurAuthMiddlewareStack``."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def query_values(scope: dict[str, Any], name: str) -> list[str] | None:
 
 def since_of(scope: dict[str, Any]) -> int | None:
     """The ``since`` query parameter: None when absent, else one integer >= 0 written in ASCII
-    digits; ``InvalidSince`` otherwise (DESIGN.md section 7: close 4400)."""
+    digits; ``InvalidSince`` otherwise (docs/websocket.md: close 4400)."""
     values = query_values(scope, "since")
     if values is None:
         return None

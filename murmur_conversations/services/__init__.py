@@ -1,4 +1,4 @@
-"""The write path (DESIGN.md section 4): the only code that writes rows.
+"""The write path (docs/write-path.md): the only code that writes rows.
 
 Every function is atomic, locks the conversation row while it assigns numbers, takes keyword-only
 arguments, accepts a ``Conversation`` or its id, takes exactly one new ``event_seq`` when it changes

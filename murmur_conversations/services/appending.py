@@ -238,7 +238,7 @@ def save_messages(
     """Append messages to the record and create their display rows: one transaction, one lock, one
     event_seq, bulk inserts (the import path).
 
-    Each message is the dict described in DESIGN.md section 4 (see ``messages.normalize_message``).
+    Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``).
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
     Returns the display rows of every given message in ``seq`` order, existing ones included.
     ``source_records`` (with ``source``, the format name) are saved as ``save_source_records`` does.

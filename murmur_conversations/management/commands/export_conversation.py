@@ -1,5 +1,5 @@
 """``manage.py export_conversation ID [--format murmur|openai]``: write a conversation's record to
-stdout (``exporters``; DESIGN.md section 8). Exit 0, or 2 for an unknown or malformed id."""
+stdout (``exporters``; docs/formats.md). Exit 0, or 2 for an unknown or malformed id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``manage.py import_conversations``: bring agent logs and message lists in (DESIGN.md section 8).
+"""``manage.py import_conversations``: bring agent logs and message lists in (docs/formats.md).
 
 Exit codes: 0 complete; 1 when any line or source was refused; 2 when no source had a usable line,
 and for usage errors (unknown owner or format, ``--follow`` with several sources, a missing file).
@@ -239,7 +239,7 @@ class Command(BaseCommand):
         dry_run: bool,
         wait: Callable[[], None],
     ) -> None:
-        """Ingest one live source line by line (DESIGN.md section 8): stdin until it ends, a file
+        """Ingest one live source line by line (docs/formats.md): stdin until it ends, a file
         until interrupted (Ctrl-C ends cleanly, with the summary). Each line is written through the
         services as soon as it completes a message; streamed text goes to ``broadcast_delta``."""
         name = "<stdin>" if path == STDIN else path
