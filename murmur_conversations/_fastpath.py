@@ -52,7 +52,7 @@ WITH c AS (
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
     "last_event_seq" = "last_event_seq" + 1,
-    "saved_at" = %(now)s
+    "saved_at" = GREATEST("saved_at", %(saved)s)
   WHERE "id" = %(conversation)s AND NOT EXISTS (
     SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
       AND "message_id" = ANY(%(ids)s::varchar[]))
@@ -61,10 +61,11 @@ WITH c AS (
   INSERT INTO "{msg}" ("conversation_id", "position", "message_id", "role", "content",
                        "tool_call_id", "is_error", "source_id", "extra", "created_at")
   SELECT c."id", c."record_length" - %(n)s + v.i, v.message_id, v.role, v.content::jsonb,
-         '', v.is_error, v.source_id, v.extra::jsonb, %(now)s
+         '', v.is_error, v.source_id, v.extra::jsonb, v.created_at
   FROM c, unnest(%(m_index)s::int[], %(ids)s::varchar[], %(roles)s::varchar[],
                  %(contents)s::text[], %(errors)s::bool[], %(sources)s::varchar[],
-                 %(extras)s::text[]) AS v(i, message_id, role, content, is_error, source_id, extra)
+                 %(extras)s::text[], %(m_times)s::timestamptz[])
+       AS v(i, message_id, role, content, is_error, source_id, extra, created_at)
   RETURNING "id", "position"
 ), d AS (
   INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
@@ -72,10 +73,11 @@ WITH c AS (
                         "event_seq", "created_at", "updated_at")
   SELECT c."id", m."id", c."last_seq" - %(r)s + w.k, w.message_type, w.content_type,
          w.content::jsonb, %(status)s, NULL, w.metadata::jsonb, c."last_event_seq",
-         c."last_event_seq", %(now)s, %(now)s
+         c."last_event_seq", w.created_at, w.created_at
   FROM c, unnest(%(d_index)s::int[], %(d_message)s::int[], %(types)s::varchar[],
-                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[])
-       AS w(k, i, message_type, content_type, content, metadata)
+                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[],
+                 %(d_times)s::timestamptz[])
+       AS w(k, i, message_type, content_type, content, metadata, created_at)
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + w.i
   RETURNING "id", "seq", "message_id"
 )
@@ -86,13 +88,23 @@ FROM c
 
 
 def try_append(
-    *, conversation_pk: Any, using: str, messages: list[NormalizedMessage], now: Any
+    *,
+    conversation_pk: Any,
+    using: str,
+    messages: list[NormalizedMessage],
+    now: Any,
+    times: list[Any] | None = None,
 ) -> tuple[Conversation, list[DisplayMessage]] | None:
     """Append ``messages`` in one statement; None when this path declines (then nothing was
-    written and the caller takes the general path). Sends the same signals as the general path."""
+    written and the caller takes the general path). Sends the same signals as the general path.
+    ``times`` (one aware datetime or None per message) stamps each message's rows as the general
+    path does; ``saved_at`` becomes the latest of them (None: ``now``), never earlier than stored."""
+    stamps = [t or now for t in (times or [None] * len(messages))]
     params: dict[str, Any] = {
         "conversation": conversation_pk,
-        "now": now,
+        "saved": max(stamps) if stamps else now,
+        "m_times": stamps,
+        "d_times": [],
         "n": len(messages),
         "t": sum(m.in_transcript for m in messages),
         "status": ToolStatus.COMPLETED,
@@ -128,6 +140,7 @@ def try_append(
             params["content_types"].append(part.content_type)
             params["d_contents"].append(_dump(part.content))
             params["metas"].append(_dump(part.metadata))
+            params["d_times"].append(stamps[index - 1])
     params["r"] = len(params["d_index"])
     connection = connections[using]
     with database_errors():
@@ -153,7 +166,7 @@ def try_append(
     first_seq = conversation.last_seq - params["r"] + 1
     event_seq = conversation.last_event_seq
     rows: list[DisplayMessage] = []
-    for parts, message_pk in zip(parts_by_message, message_ids, strict=True):
+    for parts, message_pk, stamp in zip(parts_by_message, message_ids, stamps, strict=True):
         for part in parts:
             rows.append(
                 DisplayMessage(
@@ -168,8 +181,8 @@ def try_append(
                     metadata=dict(part.metadata),
                     created_event_seq=event_seq,
                     event_seq=event_seq,
-                    created_at=now,
-                    updated_at=now,
+                    created_at=stamp,
+                    updated_at=stamp,
                 )
             )
     if rows:

@@ -9,6 +9,7 @@ this version cannot read yet must be refused cleanly: exit 2 with "cannot read y
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
 
 
 def run(*args, stdin=None):
