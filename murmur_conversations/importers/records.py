@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -370,7 +370,7 @@ class HeldUntilKeyed:
             if isinstance(item, Parsed) and item.line is not None:
                 index, slot = self.message_index(item.line, previous, slot)
                 previous = item.line
-                item = Parsed(with_id(self.key, index, item.message), item.line)
+                item = replace(item, message=with_id(self.key, index, item.message))
             out.append(item)
         self.held.clear()
         return out
