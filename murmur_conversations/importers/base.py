@@ -74,7 +74,7 @@ class Outcome:
     subagent_lines: int = 0
     conversations: list[str] = field(default_factory=list)
     unknown_kinds: Counter[str] = field(default_factory=Counter)
-    titles: dict[str, str] = field(default_factory=dict)
+    titles: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def unknown(self) -> int:
@@ -112,7 +112,8 @@ class _Writer:
         report: Callable[[Problem], None],
         outcome: Outcome,
         fallback_time: datetime | None = None,
-        previous_titles: dict[str, str] | None = None,
+        previous_titles: dict[str, tuple[str, int]] | None = None,
+        final: bool = True,
     ) -> None:
         self.owner = owner
         self.source = source
@@ -134,6 +135,7 @@ class _Writer:
         self.title: Title | None = None  # the best title of the current key
         self.created: set[str] = set()  # conversations this import created
         self.previous_titles = previous_titles or {}
+        self.final = final
 
     def problem(self, problem: Problem) -> None:
         self.outcome.problems += 1
@@ -215,26 +217,30 @@ class _Writer:
             if not before:
                 self.created.add(pk)
                 if title:
-                    self.outcome.titles[pk] = title
+                    rank = self.title.rank if self.title is not None and self.title.text else -1
+                    self.outcome.titles[pk] = (title, rank)
             if pk not in self.touched:
                 self.touched[pk] = self.conversation
                 self.outcome.conversations.append(pk)
         return self.conversation
 
     def end_conversation(self) -> None:
-        """Write what is held for the current key, then give it the best title the log had, unless
-        a person has changed the title since an import set it."""
+        """Write what is held for the current key, then give it the best title the log had (a
+        ``Title`` item), unless a person has changed the title since an import set it, or an
+        import set a title of a higher rank (docs/formats.md "Titles")."""
         self.flush()
         conversation = self.conversation
-        if conversation is None or self.dry_run:
+        best = self.title
+        if conversation is None or self.dry_run or best is None or not best.text:
             return
-        title = self.best_title()
+        title = best.text[:255]
         pk = str(conversation.pk)
         conversation.refresh_from_db(fields=["title"])
-        if not title or title == conversation.title:
+        if title == conversation.title:
             return
-        ours = pk in self.created or conversation.title in ("", self.previous_titles.get(pk))
-        if not ours and self.outcome.titles.get(pk) != conversation.title:
+        set_before = [t for t in (self.previous_titles.get(pk), self.outcome.titles.get(pk)) if t]
+        ours = conversation.title == "" or any(conversation.title == t[0] for t in set_before)
+        if not ours or any(best.rank < t[1] for t in set_before if t[0] == conversation.title):
             return
         at = self.ended_at.get(pk)
         try:
@@ -244,7 +250,7 @@ class _Writer:
         except ConversationsError as error:
             self.problem(Problem(None, f"title of {self.key!r} not set: {error}"))
             return
-        self.outcome.titles[pk] = title
+        self.outcome.titles[pk] = (title, best.rank)
 
     def message(self, item: Parsed) -> None:
         try:
@@ -431,7 +437,7 @@ class _Writer:
         (``log_ended``, at the time of the conversation's last line), never something that looks
         live."""
         self.end_conversation()
-        if self.dry_run:
+        if self.dry_run or not self.final:
             return
         for pk, conversation in self.touched.items():
             open_ids = ToolCall.objects.filter(
@@ -469,15 +475,16 @@ def run_import(
     live: bool = False,
     report: Callable[[Problem], None],
     fallback_time: datetime | None = None,
-    previous_titles: dict[str, str] | None = None,
+    previous_titles: dict[str, tuple[str, int]] | None = None,
+    final: bool = True,
 ) -> Outcome:
     """Import one source: ``lines`` (from ``reading.iter_lines``) through ``parser`` (of format
     ``source``, the conversations' ``source`` column) for ``owner``. Each refused line is passed to
     ``report`` as it is found. ``dry_run`` writes nothing; ``live`` (``--follow``) also broadcasts
     streamed text. ``fallback_time`` dates what comes before any line with a time (a file's
     modification time; None: now); ``previous_titles`` are the titles an earlier import of this
-    source set (conversation id -> title). Returns the ``Outcome``; raises nothing for bad
-    input."""
+    source set (conversation id -> (title, rank)). ``final`` false (a pass of a folder being
+    followed) leaves open calls open. Returns the ``Outcome``; raises nothing for bad input."""
     outcome = Outcome()
     writer = _Writer(
         owner=owner,
@@ -488,6 +495,7 @@ def run_import(
         outcome=outcome,
         fallback_time=fallback_time,
         previous_titles=previous_titles,
+        final=final,
     )
     for line in lines:
         for item in parser.feed(line):

@@ -289,7 +289,8 @@ def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
         return json.loads(text, parse_constant=_refuse_constant), None
     except json.JSONDecodeError as error:
         where = f"line {error.lineno} column {error.colno}" if document else f"column {error.colno}"
-        return None, f"not JSON ({error.msg} at {where})"
+        at = "" if error.msg.endswith(" at") else " at"
+        return None, f"not JSON ({error.msg}{at} {where})"
     except (ValueError, RecursionError) as error:
         return None, f"not JSON ({error})"
 

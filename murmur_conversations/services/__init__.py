@@ -29,6 +29,11 @@ from murmur_conversations.services.conversations import (
     update_conversation,
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
+from murmur_conversations.services.importing import (
+    forget_imported_source,
+    imported_source_key,
+    remember_imported_source,
+)
 from murmur_conversations.services.runs import cancel_run, recover_interrupted
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
 
@@ -49,8 +54,11 @@ __all__ = [
     "broadcast_delta",
     "cancel_run",
     "delete_conversation",
+    "forget_imported_source",
+    "imported_source_key",
     "purge_conversations",
     "recover_interrupted",
+    "remember_imported_source",
     "resolve_tool_result",
     "save_message",
     "save_messages",

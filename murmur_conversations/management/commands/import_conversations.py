@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
@@ -20,13 +21,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, run_import
-from murmur_conversations.importers.reading import (
-    NotUTF8,
-    check_utf8,
-    follow_lines,
-    iter_lines,
-    spool,
-)
+from murmur_conversations.importers.reading import follow_lines
+from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
@@ -42,18 +38,59 @@ LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
 STDIN: Final = "-"
 
 
-def _progress(lines: Iterator[SourceLine], total: int | None, name: str) -> Iterator[SourceLine]:
-    """``lines``, with a tqdm bar on stderr when stderr is a terminal or the source is long."""
-    show = sys.stderr.isatty() or (total or 0) >= LONG_IMPORT_BYTES
-    if not show:
-        yield from lines
-        return
-    from tqdm import tqdm
+#: Rows of the end table before it is summed up per status.
+TABLE_ROWS: Final = 20
+#: Seconds ``--follow`` on folders waits between two passes.
+FOLDER_POLL_SECONDS: Final = 1.0
+STATUSES: Final = ("imported", "appended", "reread", "unchanged", "skipped", "empty", "refused")
 
-    with tqdm(total=total, unit="B", unit_scale=True, desc=name, file=sys.stderr) as bar:
-        for line in lines:
-            bar.update(len(line.text.encode("utf-8", "surrogatepass")) + 1)
-            yield line
+
+def _size(source: Source) -> int:
+    if source.path == STDIN or source.skip:
+        return 0
+    try:
+        return os.path.getsize(source.path)
+    except OSError:
+        return 0
+
+
+class _Progress:
+    """A tqdm bar on stderr over the bytes of every source (files done, lines, MB/s), shown when
+    stderr is a terminal or the sources are long; silent otherwise."""
+
+    def __init__(self, total: int, files: int) -> None:
+        self.total = total
+        self.files = files
+        self.done = 0
+        self.lines = 0
+        self.bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty() or self.total >= LONG_IMPORT_BYTES:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.total, unit="B", unit_scale=True, file=sys.stderr, desc="import"
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def file(self, name: str) -> None:
+        """A new source starts."""
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"file {self.done}/{self.files}, {self.lines} lines")
+
+    def line(self, size: int) -> None:
+        """A line of ``size`` bytes was read."""
+        self.lines += 1
+        if self.bar is not None:
+            self.bar.update(size)
+            if not self.lines % 1000:
+                self.bar.set_postfix_str(f"file {self.done}/{self.files}, {self.lines} lines")
 
 
 class Command(BaseCommand):
@@ -83,17 +120,35 @@ class Command(BaseCommand):
             "for appends until interrupted",
         )
         parser.add_argument("--dry-run", action="store_true", help="read and check; write nothing")
+        parser.add_argument(
+            "--reread",
+            action="store_true",
+            help="read every file whole, not only what was appended since the last import",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         fmt = options["format"]
         paths: list[str] = options["paths"]
         self._check_format(fmt)
         owner = self._owner(options["owner"])
-        if options["follow"] and len(paths) != 1:
-            raise CommandError("--follow takes exactly one source", returncode=2)
         self._check_paths(paths)
+        self.reread = bool(options.get("reread"))
         stdin = options.get("stdin") or sys.stdin.buffer
+        folders = [p for p in paths if p != STDIN and Path(p).is_dir()]
         if options["follow"]:
+            if folders:
+                self._follow_folders(
+                    paths,
+                    stdin=stdin,
+                    fmt=fmt,
+                    owner=owner,
+                    conversation_id=options["conversation_id"],
+                    dry_run=options["dry_run"],
+                    wait=options.get("follow_wait") or wait_for_folder,
+                )
+                return
+            if len(paths) != 1:
+                raise CommandError("--follow takes exactly one source (a file or stdin) or folders", returncode=2)
             self._follow(
                 paths[0],
                 stdin=stdin,
@@ -104,30 +159,95 @@ class Command(BaseCommand):
                 wait=options.get("follow_wait") or wait_for_append,
             )
             return
-        outcomes: list[Outcome] = []
-        refused_sources = 0
-        for path in paths:
-            outcome = self._import_one(
-                path,
-                stdin=stdin,
-                fmt=fmt,
-                owner=owner,
-                conversation_id=options["conversation_id"],
-                dry_run=options["dry_run"],
-            )
-            if outcome is None:
-                refused_sources += 1
-            else:
-                outcomes.append(outcome)
-        if not any(o.usable for o in outcomes):
+        sources = expand(paths)
+        results = self._import_all(
+            sources,
+            stdin=stdin,
+            importer=self._importer(owner, fmt, options["conversation_id"], options["dry_run"]),
+            dry_run=options["dry_run"],
+            table=bool(folders) or len(sources) > 1,
+        )
+        self._exit(results)
+
+    def _importer(
+        self, owner: Any, fmt: str, conversation_id: str | None, dry_run: bool, final: bool = True
+    ) -> Importer:
+        return Importer(
+            owner=owner,
+            fmt=fmt,
+            conversation_id=conversation_id,
+            dry_run=dry_run,
+            report=self._report,
+            incremental=not self.reread,
+            final=final,
+        )
+
+    def _import_all(
+        self,
+        sources: list[Source],
+        *,
+        stdin: IO[bytes],
+        importer: Importer,
+        dry_run: bool,
+        table: bool,
+    ) -> list[FileResult]:
+        """Import every source with one progress bar (files, lines, MB/s; docs/formats.md "Whole
+        folders"), then print the table of what happened."""
+        importer.prefetch(sources)
+        started = time.monotonic()
+        total = sum(_size(s) for s in sources)
+        results: list[FileResult] = []
+        with _Progress(total, len(sources)) as progress:
+            importer.on_line = progress.line
+            for source in sources:
+                progress.file(source.name)
+                result = importer.run(source, stdin)
+                results.append(result)
+                if len(sources) <= TABLE_ROWS:
+                    self._result_line(result, dry_run)
+        if table:
+            self._table(results, time.monotonic() - started, progress.lines, total)
+        return results
+
+    def _exit(self, results: list[FileResult]) -> None:
+        if not any(r.ok for r in results):
             raise CommandError("no source had a usable line; nothing was imported", returncode=2)
-        problems = sum(o.problems for o in outcomes)
-        if problems or refused_sources:
+        problems = sum(len(r.problems) for r in results if r.status != "refused")
+        refused = sum(r.status == "refused" for r in results)
+        if problems or refused:
             raise CommandError(
-                f"{problems} line(s) and {refused_sources} source(s) refused; see the messages "
+                f"{problems} line(s) and {refused} source(s) refused; see the messages "
                 "above. Every other line was imported.",
                 returncode=1,
             )
+
+    def _table(self, results: list[FileResult], seconds: float, lines: int, size: int) -> None:
+        """The end table: one row per file, or counts per status with the refused files named
+        when there are many (docs/formats.md "Whole folders")."""
+        rate = size / seconds / 1e6 if seconds > 0 else 0.0
+        self.stdout.write(
+            f"{len(results)} file(s), {lines} line(s), {size / 1e6:.1f} MB in {seconds:.1f} s "
+            f"({rate:.1f} MB/s)"
+        )
+        rows = results if len(results) <= TABLE_ROWS else [
+            r for r in results if r.status == "refused" or r.problems
+        ][:TABLE_ROWS]
+        if len(results) > TABLE_ROWS:
+            counts = Counter(r.status for r in results)
+            for status in STATUSES:
+                if counts[status]:
+                    self.stdout.write(f"  {status:<10} {counts[status]:>6} file(s)")
+            if rows:
+                self.stdout.write("  refused or with refused lines:")
+        for r in rows:
+            added = r.outcome.messages_added if r.outcome is not None else 0
+            detail = r.reason or (f"{added} message(s) added" if r.outcome is not None else "")
+            if r.outcome is not None and r.outcome.problems:
+                detail += f", {r.outcome.problems} line(s) refused"
+            self.stdout.write(f"  {r.status:<10} {r.format or '-':<12} {r.name}: {detail}")
+        hidden = sum(r.status == "refused" or bool(r.problems) for r in results) - len(rows)
+        if len(results) > TABLE_ROWS and hidden > 0:
+            self.stdout.write(f"  ... and {hidden} more")
 
     # ------------------------------------------------------------------ arguments
 
@@ -152,8 +272,8 @@ class Command(BaseCommand):
         if paths.count(STDIN) > 1:
             raise CommandError("stdin (-) can be read only once", returncode=2)
         for path in paths:
-            if path != STDIN and not Path(path).is_file():
-                raise CommandError(f"{path}: no such file", returncode=2)
+            if path != STDIN and not Path(path).is_file() and not Path(path).is_dir():
+                raise CommandError(f"{path}: no such file or folder", returncode=2)
 
     # ------------------------------------------------------------------ one source
 
@@ -161,70 +281,6 @@ class Command(BaseCommand):
         where = f"{name}:{problem.line}" if problem.line is not None else name
         tail = f": {problem.excerpt}" if problem.excerpt else ""
         self.stderr.write(f"{where}: {problem.reason}{tail}")
-
-    def _import_one(
-        self,
-        path: str,
-        *,
-        stdin: IO[bytes],
-        fmt: str,
-        owner: Any,
-        conversation_id: str | None,
-        dry_run: bool,
-    ) -> Outcome | None:
-        """Import one source; None when it is refused whole (reported)."""
-        name = "<stdin>" if path == STDIN else path
-        with contextlib.ExitStack() as stack:
-            if path == STDIN:
-                stream = stack.enter_context(spool(stdin))
-                parts: tuple[str, ...] = ()
-            else:
-                stream = stack.enter_context(open(path, "rb"))
-                parts = Path(os.path.abspath(path)).parts
-            try:
-                check_utf8(stream)
-            except NotUTF8 as error:
-                self._report(name, Problem(None, f"refused whole: {error}"))
-                return None
-            total = stream.tell()
-            stream.seek(0)
-            lines = _progress(iter_lines(stream), total, name)
-            source = fmt
-            if fmt == "auto":
-                detected, head = registry.detect(lines)
-                if detected is None:
-                    if head:
-                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
-                        return None
-                    detected = "murmur"  # an empty source: nothing to tell, nothing to import
-                source = detected
-                lines = _chain(head, lines)
-            else:
-                detected, head = registry.detect(lines)
-                lines = _chain(head, lines)
-                if _contradicts(fmt, detected):
-                    self._report(
-                        name,
-                        Problem(
-                            None,
-                            f"refused whole: this looks like {detected}, not {fmt}; "
-                            f"pass --format {detected} or --format auto",
-                        ),
-                    )
-                    return None
-            parser = registry.make_parser(
-                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
-            )
-            outcome = run_import(
-                lines=lines,
-                parser=parser,
-                source=source,
-                owner=owner,
-                dry_run=dry_run,
-                report=lambda problem: self._report(name, problem),
-            )
-        self._summary(name, source, outcome, dry_run)
-        return outcome
 
     # ------------------------------------------------------------------ --follow
 
@@ -302,33 +358,98 @@ class Command(BaseCommand):
                 returncode=1,
             )
 
+    def _follow_folders(
+        self,
+        paths: list[str],
+        *,
+        stdin: IO[bytes],
+        fmt: str,
+        owner: Any,
+        conversation_id: str | None,
+        dry_run: bool,
+        wait: Callable[[], None],
+    ) -> None:
+        """``--follow`` on folders (docs/formats.md "Whole folders"): import every file as a re-run
+        does, then again after each wait, so files that grow are read on from where they ended and
+        new files are picked up as they appear. Calls stay open between passes; Ctrl-C during a
+        wait runs one last pass that closes them (``log_ended``) and prints the table."""
+        if STDIN in paths:
+            raise CommandError("--follow on folders cannot also read stdin", returncode=2)
+        if not dry_run and layer_is_process_local():
+            self.stderr.write(PROCESS_LOCAL_NOTE)
+        importer = self._importer(owner, fmt, conversation_id, dry_run, final=False)
+        latest: dict[str, FileResult] = {}
+        started = time.monotonic()
+
+        def one_pass() -> None:
+            sources = expand(paths)
+            for result in self._import_all(
+                sources, stdin=stdin, importer=importer, dry_run=dry_run, table=False
+            ):
+                if result.status != "unchanged" or result.name not in latest:
+                    latest[result.name] = result
+            importer.incremental = not dry_run  # --reread reads whole once, then goes on
+
+        try:
+            one_pass()
+            while True:
+                try:
+                    wait()
+                except KeyboardInterrupt:
+                    break
+                one_pass()
+            importer.final = True
+            one_pass()
+        except KeyboardInterrupt:
+            raise CommandError(
+                "interrupted while writing; every line before it was saved; run the same "
+                "command again to resume",
+                returncode=1,
+            ) from None
+        results = list(latest.values())
+        self._table(results, time.monotonic() - started, sum(r.lines for r in results), 0)
+        self._exit(results)
+
+    def _result_line(self, result: FileResult, dry_run: bool) -> None:
+        """One line per source: its summary, or why nothing was read."""
+        if result.outcome is not None:
+            self._summary(result.name, result.format, result.outcome, dry_run)
+        elif result.status == "unchanged":
+            self.stdout.write(
+                f"{result.name} ({result.format}): unchanged since the last import; skipped "
+                "(--reread reads it again)"
+            )
+        elif result.status == "skipped":
+            self.stdout.write(f"{result.name}: skipped: {result.reason}")
+        elif result.status == "empty":
+            self.stdout.write(f"{result.name}: empty; nothing to import")
+
     def _summary(self, name: str, source: str, outcome: Outcome, dry_run: bool) -> None:
         if dry_run:
             text = (
                 f"{name} ({source}, dry run): {outcome.messages_seen} message(s) readable, "
-                f"{outcome.unknown} unknown record(s), {outcome.problems} refused"
+                f"{outcome.unknown} unknown record(s){_kinds(outcome)}, {outcome.problems} refused"
             )
         else:
             text = (
                 f"{name} ({source}): {len(outcome.conversations)} conversation(s), "
                 f"{outcome.messages_added} message(s) added of {outcome.messages_seen} read, "
-                f"{outcome.unknown} unknown record(s) kept, {outcome.interrupted} open call(s) "
-                f"interrupted, {outcome.problems} refused"
+                f"{outcome.unknown} unknown record(s) kept{_kinds(outcome)}, "
+                f"{outcome.interrupted} open call(s) interrupted, {outcome.problems} refused"
+            )
+        if outcome.replayed:
+            text += f", {outcome.replayed} replayed result(s) dropped"
+        if outcome.subagent_lines:
+            text += (
+                f", {outcome.subagent_lines} subagent line(s) kept as source records (subagents "
+                "become conversations of their own in a later version)"
             )
         self.stdout.write(text)
 
 
-#: Agent-log formats that detection tells apart without doubt.
-_DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code"})
-
-
-def _contradicts(forced: str, detected: str | None) -> bool:
-    """Whether a forced ``--format`` is plainly wrong for the source: detection names another
-    format and one of the two is an agent log, whose records the other could only keep as unknown
-    (which would import an empty conversation)."""
-    return (
-        detected is not None and detected != forced and bool({forced, detected} & _DISTINCT_FORMATS)
-    )
+def wait_for_folder() -> None:
+    """The default wait of ``--follow`` on folders between two passes."""
+    time.sleep(FOLDER_POLL_SECONDS)
 
 
 def wait_for_append() -> None:
@@ -346,6 +467,13 @@ def layer_is_process_local() -> bool:
         return False
     check = getattr(realtime, "layer_is_process_local", None)
     return bool(check()) if callable(check) else False
+
+
+def _kinds(outcome: Outcome) -> str:
+    """`` (kind ×n, ...)`` of the unknown records, most frequent first."""
+    if not outcome.unknown_kinds:
+        return ""
+    return " (" + ", ".join(f"{k} ×{n}" for k, n in outcome.unknown_kinds.most_common()) + ")"
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:
