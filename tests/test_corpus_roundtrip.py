@@ -22,7 +22,9 @@ from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
+CORPUS = Path(
+    os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
 LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")

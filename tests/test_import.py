@@ -25,7 +25,9 @@ from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus")
+CORPUS = Path(
+    os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
 
 
 def run(*args, stdin=None):

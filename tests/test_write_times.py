@@ -27,9 +27,7 @@ def test_start_conversation_dates_a_new_conversation_only(user):
         owner=user, source="x", external_id="k", created_at=at(0)
     )
     assert (conversation.created_at, conversation.saved_at) == (at(0), at(0))
-    again = services.start_conversation(
-        owner=user, source="x", external_id="k", created_at=at(-60)
-    )
+    again = services.start_conversation(owner=user, source="x", external_id="k", created_at=at(-60))
     assert again.pk == conversation.pk
     again.refresh_from_db()
     assert (again.created_at, again.saved_at) == (at(0), at(0))
@@ -136,7 +134,7 @@ def test_a_known_message_again_changes_no_time(user):
 @pytest.mark.parametrize(
     ("times", "reason"),
     [
-        ([datetime(2024, 1, 1)], "timezone-aware"),  # noqa: DTZ001 (the naive time is the point)
+        ([datetime(2024, 1, 1)], "timezone-aware"),
         (["2024-01-01T00:00:00Z"], "must be a datetime"),
         ([at(0), at(1)], "2 entries for 1 messages"),
     ],
@@ -148,7 +146,7 @@ def test_bad_times_are_refused_and_nothing_is_written(user, times, reason):
             conversation=conversation, messages=[{"role": "user", "content": "a"}], times=times
         )
     with pytest.raises(InvalidContent, match="timezone-aware"):
-        services.start_conversation(owner=user, created_at=datetime(2024, 1, 1))  # noqa: DTZ001
+        services.start_conversation(owner=user, created_at=datetime(2024, 1, 1))
     assert not Message.objects.exists()
     assert Conversation.objects.count() == 1
 

@@ -308,7 +308,9 @@ class _Writer:
         stamped = [t for t in times if t is not None]
         if stamped:
             pk = str(conversation.pk)
-            self.ended_at[pk] = max([*stamped, *([self.ended_at[pk]] if pk in self.ended_at else [])])
+            self.ended_at[pk] = max(
+                [*stamped, *([self.ended_at[pk]] if pk in self.ended_at else [])]
+            )
         try:
             _retry(
                 lambda: services.save_messages(

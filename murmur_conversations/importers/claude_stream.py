@@ -102,7 +102,11 @@ class StreamParser(ClaudeParser):
         reason = value.get("result")
         if not isinstance(reason, str) or not reason:
             errors = value.get("errors")
-            reason = "; ".join(e for e in errors if isinstance(e, str)) if isinstance(errors, list) else ""
+            reason = (
+                "; ".join(e for e in errors if isinstance(e, str))
+                if isinstance(errors, list)
+                else ""
+            )
         if not reason:
             reason = f"The run ended with {subtype or 'an error'}."
         error_type = subtype if isinstance(subtype, str) else "error"
@@ -131,8 +135,15 @@ class StreamParser(ClaudeParser):
             return [*self._close(), notice]
         if subtype == "api_retry":
             error = value.get("error")
-            text = f"API error, retrying ({error})" if isinstance(error, str) else "API error, retrying"
+            text = (
+                f"API error, retrying ({error})"
+                if isinstance(error, str)
+                else "API error, retrying"
+            )
             content = {"text": text, "error_type": "api_retry"}
             metadata = {"claude_subtype": subtype}
-            return [*self._close(), Notice(key, "system", "error", content, metadata, line.number, at)]
+            return [
+                *self._close(),
+                Notice(key, "system", "error", content, metadata, line.number, at),
+            ]
         return []

@@ -170,7 +170,10 @@ class ExecParser(HeldUntilKeyed):
             return [Notice(key, "system", "todo_snapshot", {"todos": todos}, {}, line)]
         if item_type == "error" and kind == "item.completed":
             text = item.get("message")
-            content = {"text": text if isinstance(text, str) and text else "Error", "error_type": "error"}
+            content = {
+                "text": text if isinstance(text, str) and text else "Error",
+                "error_type": "error",
+            }
             return [Notice(f"codex:error:{item_id}", "system", "error", content, {}, line)]
         if "status" not in item:
             if kind != "item.completed":
@@ -181,7 +184,10 @@ class ExecParser(HeldUntilKeyed):
             text = item.get("text", "")
             out: list[Item] = [
                 Parsed(
-                    {"role": "assistant", "content": [{"type": TEXT_ITEMS[item_type], "text": text}]},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": TEXT_ITEMS[item_type], "text": text}],
+                    },
                     line,
                 )
             ]

@@ -243,8 +243,13 @@ class RolloutParser(HeldUntilKeyed):
             content = {"text": text if isinstance(text, str) and text else "Conversation compacted"}
             metadata = {"codex_type": "compacted"}
             notice = Notice(
-                f"codex:{unknown_key(line.text)}", "system", "notification", content, metadata,
-                line.number, at,
+                f"codex:{unknown_key(line.text)}",
+                "system",
+                "notification",
+                content,
+                metadata,
+                line.number,
+                at,
             )
             items.append(notice)
         return self._release(items)
@@ -263,11 +268,7 @@ class RolloutParser(HeldUntilKeyed):
         if message is None:
             return []
         out: list[Item] = []
-        if (
-            not self.prompt_titled
-            and message.get("role") == "user"
-            and not message.get("injected")
-        ):
+        if not self.prompt_titled and message.get("role") == "user" and not message.get("injected"):
             title = prompt_title(message.get("content"))
             if title:
                 self.prompt_titled = True
@@ -299,17 +300,26 @@ class RolloutParser(HeldUntilKeyed):
         key = f"codex:{unknown_key(line.text)}"
         if kind == "thread_name_updated":
             name = payload.get("thread_name")
-            return [Title(name.strip(), TITLE_CUSTOM)] if isinstance(name, str) and name.strip() else []
+            return (
+                [Title(name.strip(), TITLE_CUSTOM)]
+                if isinstance(name, str) and name.strip()
+                else []
+            )
         if kind == "error":
             text = payload.get("message")
-            content = {"text": text if isinstance(text, str) and text else "Error", "error_type": "error"}
+            content = {
+                "text": text if isinstance(text, str) and text else "Error",
+                "error_type": "error",
+            }
             return [Notice(key, "system", "error", content, {"codex_type": kind}, line.number, at)]
         if kind == "turn_aborted":
             reason = payload.get("reason")
             text = f"Turn aborted ({reason})" if isinstance(reason, str) else "Turn aborted"
             content = {"text": text}
             return [
-                Notice(key, "system", "notification", content, {"codex_type": kind}, line.number, at)
+                Notice(
+                    key, "system", "notification", content, {"codex_type": kind}, line.number, at
+                )
             ]
         return []
 

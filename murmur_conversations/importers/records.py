@@ -222,7 +222,9 @@ def prompt_title(content: Any, limit: int = 80) -> str:
     name = _COMMAND_NAME.search(text)
     if name:
         args = _COMMAND_ARGS.search(text)
-        text = " ".join(p for p in (name.group(1).strip(), args.group(1).strip() if args else "") if p)
+        text = " ".join(
+            p for p in (name.group(1).strip(), args.group(1).strip() if args else "") if p
+        )
     else:
         text = _TAG.sub("", _WRAPPER.sub("", text))
     text = " ".join(text.split())

@@ -267,7 +267,10 @@ class Importer:
         except NotUTF8 as error:
             return self._refuse(source, str(error))
         cursor = LineCursor(
-            stream, offset=start, line=record.line if record is not None else 0, on_line=self.on_line
+            stream,
+            offset=start,
+            line=record.line if record is not None else 0,
+            on_line=self.on_line,
         )
         lines: Iterator[SourceLine] = iter(cursor)
         resume: dict[str, Any] | None = None
@@ -361,7 +364,9 @@ class Importer:
                 titles=titles,
             )
         except ConversationsError as error:
-            self.report(source.name, Problem(None, f"where this import ended was not kept: {error}"))
+            self.report(
+                source.name, Problem(None, f"where this import ended was not kept: {error}")
+            )
 
 
 def _title_entry(value: Any) -> bool:
@@ -376,4 +381,3 @@ def _title_entry(value: Any) -> bool:
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:
     yield from head
     yield from rest
-

@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, run_import
 from murmur_conversations.importers.reading import follow_lines
-from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
+from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
 FOLLOW_POLL_SECONDS: Final = 0.25
@@ -148,7 +148,9 @@ class Command(BaseCommand):
                 )
                 return
             if len(paths) != 1:
-                raise CommandError("--follow takes exactly one source (a file or stdin) or folders", returncode=2)
+                raise CommandError(
+                    "--follow takes exactly one source (a file or stdin) or folders", returncode=2
+                )
             self._follow(
                 paths[0],
                 stdin=stdin,
@@ -229,9 +231,11 @@ class Command(BaseCommand):
             f"{len(results)} file(s), {lines} line(s), {size / 1e6:.1f} MB in {seconds:.1f} s "
             f"({rate:.1f} MB/s)"
         )
-        rows = results if len(results) <= TABLE_ROWS else [
-            r for r in results if r.status == "refused" or r.problems
-        ][:TABLE_ROWS]
+        rows = (
+            results
+            if len(results) <= TABLE_ROWS
+            else [r for r in results if r.status == "refused" or r.problems][:TABLE_ROWS]
+        )
         if len(results) > TABLE_ROWS:
             counts = Counter(r.status for r in results)
             for status in STATUSES:
@@ -470,10 +474,10 @@ def layer_is_process_local() -> bool:
 
 
 def _kinds(outcome: Outcome) -> str:
-    """`` (kind ×n, ...)`` of the unknown records, most frequent first."""
+    """`` (kind xn, ...)`` of the unknown records, most frequent first."""
     if not outcome.unknown_kinds:
         return ""
-    return " (" + ", ".join(f"{k} ×{n}" for k, n in outcome.unknown_kinds.most_common()) + ")"
+    return " (" + ", ".join(f"{k} x{n}" for k, n in outcome.unknown_kinds.most_common()) + ")"
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:
