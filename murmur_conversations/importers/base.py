@@ -272,9 +272,9 @@ class _Writer:
             self.problem(Problem(item.line, "source key is empty or longer than 255 characters"))
             return
         self.time(item.at)
+        self.outcome.usable += 1
         if item.unknown:
             self.outcome.unknown_kinds[item.kind or item.record_type] += 1
-            self.outcome.usable += 1
         if item.subagent is not None:
             self.outcome.subagent_lines += 1
         self.records.append(
