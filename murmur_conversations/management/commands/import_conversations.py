@@ -417,7 +417,11 @@ class Command(BaseCommand):
     def _result_line(self, result: FileResult, dry_run: bool) -> None:
         """One line per source: its summary, or why nothing was read."""
         if result.outcome is not None:
-            self._summary(result.name, result.format, result.outcome, dry_run)
+            how = {
+                "appended": f"; {result.lines} line(s) appended since the last import",
+                "reread": "; changed since the last import, read whole again",
+            }.get(result.status, "")
+            self._summary(result.name, result.format, result.outcome, dry_run, how)
         elif result.status == "unchanged":
             self.stdout.write(
                 f"{result.name} ({result.format}): unchanged since the last import; skipped "
@@ -428,7 +432,9 @@ class Command(BaseCommand):
         elif result.status == "empty":
             self.stdout.write(f"{result.name}: empty; nothing to import")
 
-    def _summary(self, name: str, source: str, outcome: Outcome, dry_run: bool) -> None:
+    def _summary(
+        self, name: str, source: str, outcome: Outcome, dry_run: bool, how: str = ""
+    ) -> None:
         if dry_run:
             text = (
                 f"{name} ({source}, dry run): {outcome.messages_seen} message(s) readable, "
@@ -448,7 +454,7 @@ class Command(BaseCommand):
                 f", {outcome.subagent_lines} subagent line(s) kept as source records (subagents "
                 "become conversations of their own in a later version)"
             )
-        self.stdout.write(text)
+        self.stdout.write(text + how)
 
 
 def wait_for_folder() -> None:
