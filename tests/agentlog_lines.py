@@ -77,7 +77,11 @@ class Claude:
 
     def result(self, tool_use_id: str, content: Any, **fields: Any) -> dict[str, Any]:
         is_error = fields.pop("is_error", None)
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": content,
+        }
         if is_error is not None:
             block["is_error"] = is_error
         return self.line(
@@ -94,13 +98,20 @@ class Claude:
 
 
 def tool_use(call_id: str, name: str = "Bash", **arguments: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments or {"command": "ls"}}
+    return {
+        "type": "tool_use",
+        "id": call_id,
+        "name": name,
+        "input": arguments or {"command": "ls"},
+    }
 
 
 class Codex:
     """Lines of one Codex rollout (``{timestamp, type, payload}``), one second apart."""
 
-    def __init__(self, session: str = "019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b", start: datetime = START):
+    def __init__(
+        self, session: str = "019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b", start: datetime = START
+    ):
         self.session = session
         self.start = start
         self.clock = itertools.count()
@@ -112,8 +123,15 @@ class Codex:
     def meta(self) -> dict[str, Any]:
         return self.line(
             "session_meta",
-            {"id": self.session, "timestamp": iso(self.start), "cwd": CWD, "originator": "codex_cli_rs",
-             "cli_version": "0.130.0", "source": "cli", "model_provider": "openai"},
+            {
+                "id": self.session,
+                "timestamp": iso(self.start),
+                "cwd": CWD,
+                "originator": "codex_cli_rs",
+                "cli_version": "0.130.0",
+                "source": "cli",
+                "model_provider": "openai",
+            },
         )
 
     def item(self, **payload: Any) -> dict[str, Any]:
@@ -129,7 +147,9 @@ class Codex:
 
 def write_jsonl(path: Path, lines: list[Any]) -> Path:
     """``lines`` (dicts as compact JSON, strings as they are) one per line, each ending ``\\n``."""
-    text = "".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines)
+    text = "".join(
+        (x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
     return path

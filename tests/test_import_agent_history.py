@@ -9,7 +9,13 @@ from datetime import timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord, ToolCall
+from murmur_conversations.models import (
+    Conversation,
+    DisplayMessage,
+    Message,
+    SourceRecord,
+    ToolCall,
+)
 from murmur_conversations.projection import transcript_entry
 from murmur_conversations.representations import iso as as_api
 from tests.agentlog_lines import START, Claude, Codex, iso, tool_use, write_jsonl
@@ -23,29 +29,45 @@ def transcript(conversation):
     return [
         (m.role, entry["content"])
         for m in Message.objects.filter(conversation=conversation).order_by("position")
-        if (entry := transcript_entry(role=m.role, content=m.content, tool_call_id=m.tool_call_id, extra=m.extra))
+        if (
+            entry := transcript_entry(
+                role=m.role, content=m.content, tool_call_id=m.tool_call_id, extra=m.extra
+            )
+        )
     ]
 
 
 # ------------------------------------------------------------------------------ 1. detection
 
 FIRST_LINES = {
-    "summary": lambda c: {"type": "summary", "summary": "Earlier work", "leafUuid": "5d4e0a5e-0000-4000-8000-000000000001"},
+    "summary": lambda c: {
+        "type": "summary",
+        "summary": "Earlier work",
+        "leafUuid": "5d4e0a5e-0000-4000-8000-000000000001",
+    },
     "file-history-snapshot": lambda c: {
-        "type": "file-history-snapshot", "messageId": "m0", "isSnapshotUpdate": False,
+        "type": "file-history-snapshot",
+        "messageId": "m0",
+        "isSnapshotUpdate": False,
         "snapshot": {"messageId": "m0", "trackedFileBackups": {}, "timestamp": iso(START)},
     },
     "ai-title": lambda c: c.bookkeeping("ai-title", aiTitle="Raised beds"),
     "custom-title": lambda c: c.bookkeeping("custom-title", customTitle="Raised beds"),
     "agent-name": lambda c: c.bookkeeping("agent-name", agentName="gardener"),
-    "attachment": lambda c: c.line("attachment", attachment={"type": "companion_intro", "name": "Sprout", "species": "fern"}),
+    "attachment": lambda c: c.line(
+        "attachment", attachment={"type": "companion_intro", "name": "Sprout", "species": "fern"}
+    ),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(FIRST_LINES))
 def test_a_session_starting_with_bookkeeping_is_detected(tmp_path, user, kind):
     c = Claude()
-    lines = [FIRST_LINES[kind](c), c.prompt("Build a raised bed"), c.answer("msg_1", "Here is a plan.")]
+    lines = [
+        FIRST_LINES[kind](c),
+        c.prompt("Build a raised bed"),
+        c.answer("msg_1", "Here is a plan."),
+    ]
     path = write_jsonl(tmp_path / f"{kind}.jsonl", lines)
     code, out, err = run(path, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -59,7 +81,10 @@ def test_a_session_starting_with_bookkeeping_is_detected(tmp_path, user, kind):
     ("content", "reason"),
     [
         (b'{"type":"summary","summary":"x","leafUu', "line 1: torn last line"),
-        (b'{"type": "user", "sessionId": }\n{"type":"user"}\n', "line 1: not JSON (Expecting value at column 31)"),
+        (
+            b'{"type": "user", "sessionId": }\n{"type":"user"}\n',
+            "line 1: not JSON (Expecting value at column 31)",
+        ),
         (b"\n\n[1, 2]\n[3]\n", "line 3: a JSON list, not an object"),
     ],
 )
@@ -98,19 +123,26 @@ def replayed_session():
 
 
 def test_a_replayed_turn_is_stored_once(tmp_path, user):
-    c, lines = replayed_session()
+    _c, lines = replayed_session()
     path = write_jsonl(tmp_path / "resumed.jsonl", lines)
-    code, out, err = run(path, "--owner", user.username)
+    code, _out, err = run(path, "--owner", user.username)
     assert (code, err) == (0, "")
     conversation = Conversation.objects.get(owner=user)
     record = list(Message.objects.filter(conversation=conversation).order_by("position"))
     assert [m.message_id for m in record] == [
-        lines[0]["uuid"], "msg_01", lines[3]["uuid"], "msg_02", lines[10]["uuid"], "msg_03"
+        lines[0]["uuid"],
+        "msg_01",
+        lines[3]["uuid"],
+        "msg_02",
+        lines[10]["uuid"],
+        "msg_03",
     ]
     assert not any(m.message_id.startswith("imp_") for m in record)
     merged = record[1]
     assert [b["type"] for b in merged.content] == ["text", "tool_call"]
-    assert not DisplayMessage.objects.filter(conversation=conversation, metadata__late=True).exists()
+    assert not DisplayMessage.objects.filter(
+        conversation=conversation, metadata__late=True
+    ).exists()
     assert ToolCall.objects.get(conversation=conversation).status == "completed"
     assert transcript(conversation) == [
         ("user", "Check the soil moisture log"),
@@ -124,7 +156,7 @@ def test_a_replayed_turn_is_stored_once(tmp_path, user):
 
 
 def test_a_replay_appended_after_an_import_is_stored_once(tmp_path, user):
-    c, lines = replayed_session()
+    _c, lines = replayed_session()
     path = write_jsonl(tmp_path / "resumed.jsonl", lines[:5])
     assert run(path, "--owner", user.username)[0] == 0
     write_jsonl(path, lines)  # the resumed session appended its replay and a new turn
@@ -134,14 +166,16 @@ def test_a_replay_appended_after_an_import_is_stored_once(tmp_path, user):
     assert "1 replayed result(s) dropped" in out
     conversation = Conversation.objects.get(owner=user)
     assert len(transcript(conversation)) == 5
-    assert not DisplayMessage.objects.filter(conversation=conversation, metadata__late=True).exists()
+    assert not DisplayMessage.objects.filter(
+        conversation=conversation, metadata__late=True
+    ).exists()
     assert Message.objects.filter(conversation=conversation, role="tool").count() == 1
 
 
 def test_a_replayed_result_in_a_later_read_is_dropped(tmp_path, user):
     """Read whole again (no resume state), the replayed result's call already has its result in
     the database: the writer drops it instead of storing a late result."""
-    c, lines = replayed_session()
+    _c, lines = replayed_session()
     path = write_jsonl(tmp_path / "resumed.jsonl", lines[:5])
     assert run(path, "--owner", user.username)[0] == 0
     only_replay = write_jsonl(tmp_path / "replay-only.jsonl", lines[5:])
@@ -150,7 +184,9 @@ def test_a_replayed_result_in_a_later_read_is_dropped(tmp_path, user):
     assert "1 replayed result(s) dropped" in out
     conversation = Conversation.objects.get(owner=user)
     assert Message.objects.filter(conversation=conversation, role="tool").count() == 1
-    assert not DisplayMessage.objects.filter(conversation=conversation, metadata__late=True).exists()
+    assert not DisplayMessage.objects.filter(
+        conversation=conversation, metadata__late=True
+    ).exists()
 
 
 def test_results_between_the_lines_of_one_answer_wait_for_it(tmp_path, user):
@@ -185,22 +221,39 @@ def test_a_compaction_summary_is_a_notice_not_a_turn(tmp_path, user):
     lines = [
         c.prompt("Plan the beds"),
         c.answer("msg_1", "Planned."),
-        c.system("compact_boundary", content="Conversation compacted", compactMetadata={"trigger": "auto", "preTokens": 160000}),
-        c.line("user", isCompactSummary=True, isVisibleInTranscriptOnly=True,
-               message={"role": "user", "content": "This session is being continued from a previous conversation."}),
+        c.system(
+            "compact_boundary",
+            content="Conversation compacted",
+            compactMetadata={"trigger": "auto", "preTokens": 160000},
+        ),
+        c.line(
+            "user",
+            isCompactSummary=True,
+            isVisibleInTranscriptOnly=True,
+            message={
+                "role": "user",
+                "content": "This session is being continued from a previous conversation.",
+            },
+        ),
         c.prompt("Now the herbs"),
     ]
     path = write_jsonl(tmp_path / "compacted.jsonl", lines)
     assert run(path, "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get(owner=user)
-    assert transcript(conversation) == [("user", "Plan the beds"), ("assistant", "Planned."), ("user", "Now the herbs")]
+    assert transcript(conversation) == [
+        ("user", "Plan the beds"),
+        ("assistant", "Planned."),
+        ("user", "Now the herbs"),
+    ]
     api = APIClient()
     api.force_authenticate(user)
     summary = api.get(f"/api/conversations/{conversation.pk}/").json()
     assert summary["message_count"] == 3
     summary_message = Message.objects.get(message_id=lines[3]["uuid"])
     assert summary_message.extra["notice"] == "compaction_summary"
-    notices = DisplayMessage.objects.filter(conversation=conversation, message_type="system").order_by("seq")
+    notices = DisplayMessage.objects.filter(
+        conversation=conversation, message_type="system"
+    ).order_by("seq")
     assert [(n.content_type, n.message_id is None) for n in notices] == [
         ("notification", True),  # the compaction, outside the record
         ("notification", False),  # the summary, in the record
@@ -215,13 +268,26 @@ def test_codex_rollout_reads_every_item_kind(tmp_path, user):
     lines = [
         x.meta(),
         x.message("user", "Find frost dates and list the beds"),
-        x.item(type="local_shell_call", call_id="call_sh", status="completed",
-               action={"type": "exec", "command": ["ls", "beds"], "timeout_ms": 1000}),
+        x.item(
+            type="local_shell_call",
+            call_id="call_sh",
+            status="completed",
+            action={"type": "exec", "command": ["ls", "beds"], "timeout_ms": 1000},
+        ),
         x.item(type="function_call_output", call_id="call_sh", output="north\nsouth"),
-        x.item(type="web_search_call", id="ws_1", status="completed",
-               action={"type": "search", "query": "last frost date zone 7"}),
+        x.item(
+            type="web_search_call",
+            id="ws_1",
+            status="completed",
+            action={"type": "search", "query": "last frost date zone 7"},
+        ),
         x.item(type="tool_search_call", execution="server", arguments={"query": "calendar"}),
-        x.item(type="tool_search_output", execution="server", status="completed", tools=[{"name": "calendar.add"}]),
+        x.item(
+            type="tool_search_output",
+            execution="server",
+            status="completed",
+            tools=[{"name": "calendar.add"}],
+        ),
         x.item(type="seed_catalog_lookup", query="tomato"),
         x.message("assistant", "Frost ends mid-April; beds: north, south."),
     ]
@@ -253,8 +319,12 @@ def test_codex_rollout_reads_every_item_kind(tmp_path, user):
 
 def test_conversations_and_messages_carry_the_logs_times(tmp_path, user):
     c = Claude()
-    lines = [c.bookkeeping("mode", mode="normal"), c.prompt("Sketch the beds"), c.answer("msg_1", "Sketched."),
-             c.system("turn_duration", durationMs=900)]
+    lines = [
+        c.bookkeeping("mode", mode="normal"),
+        c.prompt("Sketch the beds"),
+        c.answer("msg_1", "Sketched."),
+        c.system("turn_duration", durationMs=900),
+    ]
     path = write_jsonl(tmp_path / "timed.jsonl", lines)
     assert run(path, "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get(owner=user)
@@ -271,11 +341,16 @@ def test_conversations_and_messages_carry_the_logs_times(tmp_path, user):
 
 
 def test_the_sidebar_orders_imports_by_their_logs_not_by_import_order(tmp_path, user):
-    older, newer = Claude(session="aaaaaaaa-0000-4000-8000-000000000001"), Claude(
-        session="bbbbbbbb-0000-4000-8000-000000000002", start=START + timedelta(days=3)
+    older, newer = (
+        Claude(session="aaaaaaaa-0000-4000-8000-000000000001"),
+        Claude(session="bbbbbbbb-0000-4000-8000-000000000002", start=START + timedelta(days=3)),
     )
-    newer_path = write_jsonl(tmp_path / "newer.jsonl", [newer.prompt("Newer work"), newer.answer("msg_n", "ok")])
-    older_path = write_jsonl(tmp_path / "older.jsonl", [older.prompt("Older work"), older.answer("msg_o", "ok")])
+    newer_path = write_jsonl(
+        tmp_path / "newer.jsonl", [newer.prompt("Newer work"), newer.answer("msg_n", "ok")]
+    )
+    older_path = write_jsonl(
+        tmp_path / "older.jsonl", [older.prompt("Older work"), older.answer("msg_o", "ok")]
+    )
     assert run(newer_path, "--owner", user.username)[0] == 0
     assert run(older_path, "--owner", user.username)[0] == 0  # imported last, happened first
     api = APIClient()
@@ -299,12 +374,16 @@ def test_a_reimport_or_an_older_append_never_moves_saved_at_back(tmp_path, user)
     assert run(path, "--owner", user.username, "--reread")[0] == 0
     conversation.refresh_from_db()
     assert conversation.saved_at == saved
-    assert Message.objects.get(content="Three (clock went back)").created_at == START - timedelta(days=1)
+    assert Message.objects.get(content="Three (clock went back)").created_at == START - timedelta(
+        days=1
+    )
 
 
 def test_codex_rollout_times(tmp_path, user):
     x = Codex()
-    path = write_jsonl(tmp_path / "r.jsonl", [x.meta(), x.message("user", "Hi"), x.message("assistant", "Hello")])
+    path = write_jsonl(
+        tmp_path / "r.jsonl", [x.meta(), x.message("user", "Hi"), x.message("assistant", "Hello")]
+    )
     assert run(path, "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get(owner=user)
     assert conversation.created_at == START
@@ -315,8 +394,20 @@ def test_codex_rollout_times(tmp_path, user):
     ("extra", "expected"),
     [
         ([], "/review src/beds.py"),
-        ([{"type": "summary", "summary": "Reviewing the beds module", "leafUuid": "LEAF"}], "Reviewing the beds module"),
-        ([{"type": "summary", "summary": "Another session's summary", "leafUuid": "not-in-this-file"}], "/review src/beds.py"),
+        (
+            [{"type": "summary", "summary": "Reviewing the beds module", "leafUuid": "LEAF"}],
+            "Reviewing the beds module",
+        ),
+        (
+            [
+                {
+                    "type": "summary",
+                    "summary": "Another session's summary",
+                    "leafUuid": "not-in-this-file",
+                }
+            ],
+            "/review src/beds.py",
+        ),
         (["AI"], "Bed module review"),
         (["AI", "CUSTOM"], "My review"),
         (["CUSTOM", "AI"], "My review"),
@@ -325,9 +416,16 @@ def test_codex_rollout_times(tmp_path, user):
 def test_claude_titles_by_rank(tmp_path, user, extra, expected):
     c = Claude()
     lines = [
-        c.line("user", message={"role": "user", "content": (
-            "<command-message>review is running…</command-message>\n"
-            "<command-name>/review</command-name>\n<command-args>src/beds.py</command-args>")}),
+        c.line(
+            "user",
+            message={
+                "role": "user",
+                "content": (
+                    "<command-message>review is running…</command-message>\n"
+                    "<command-name>/review</command-name>\n<command-args>src/beds.py</command-args>"
+                ),
+            },
+        ),
         c.answer("msg_1", "Reviewing."),
     ]
     for item in extra:
@@ -336,7 +434,10 @@ def test_claude_titles_by_rank(tmp_path, user, extra, expected):
         elif item == "CUSTOM":
             lines.append(c.bookkeeping("custom-title", customTitle="My review"))
         else:
-            lines.insert(0, {**item, "leafUuid": c.parent if item["leafUuid"] == "LEAF" else item["leafUuid"]})
+            lines.insert(
+                0,
+                {**item, "leafUuid": c.parent if item["leafUuid"] == "LEAF" else item["leafUuid"]},
+            )
     path = write_jsonl(tmp_path / "t.jsonl", lines)
     assert run(path, "--owner", user.username)[0] == 0
     assert Conversation.objects.get(owner=user).title == expected
@@ -365,7 +466,12 @@ def test_an_appended_title_of_a_higher_rank_replaces_the_imported_one(tmp_path, 
     write_jsonl(path, [*lines, c.bookkeeping("ai-title", aiTitle="Bed planning"), c.prompt("More")])
     assert run(path, "--owner", user.username)[0] == 0
     assert Conversation.objects.get(owner=user).title == "Bed planning"
-    lines2 = [*lines, c.bookkeeping("ai-title", aiTitle="Bed planning"), c.prompt("More"), c.prompt("Even more")]
+    lines2 = [
+        *lines,
+        c.bookkeeping("ai-title", aiTitle="Bed planning"),
+        c.prompt("More"),
+        c.prompt("Even more"),
+    ]
     write_jsonl(path, lines2)  # a later prompt never replaces a generated title
     assert run(path, "--owner", user.username)[0] == 0
     assert Conversation.objects.get(owner=user).title == "Bed planning"
@@ -373,20 +479,55 @@ def test_an_appended_title_of_a_higher_rank_replaces_the_imported_one(tmp_path, 
 
 def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
     session = "5b6c7d8e-9f00-4a1b-8c2d-3e4f5a6b7c8d"
-    stream = write_jsonl(tmp_path / "stream.jsonl", [
-        {"type": "system", "subtype": "init", "session_id": session, "cwd": "/home/dev/garden-planner"},
-        {"type": "assistant", "session_id": session, "parent_tool_use_id": None, "uuid": "u1",
-         "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Counted 12 beds."}]}},
-        {"type": "result", "subtype": "success", "session_id": session, "is_error": False, "result": "Counted 12 beds."},
-    ])
-    exec_stream = write_jsonl(tmp_path / "exec.jsonl", [
-        {"type": "thread.started", "thread_id": "0199aabb-ccdd-7eef-8001-123456789abc"},
-        {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "Watered the north bed."}},
-        {"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}},
-    ])
-    only_init = write_jsonl(tmp_path / "init.jsonl", [
-        {"type": "system", "subtype": "init", "session_id": "6c", "cwd": "/home/dev/orchard"},
-    ])
+    stream = write_jsonl(
+        tmp_path / "stream.jsonl",
+        [
+            {
+                "type": "system",
+                "subtype": "init",
+                "session_id": session,
+                "cwd": "/home/dev/garden-planner",
+            },
+            {
+                "type": "assistant",
+                "session_id": session,
+                "parent_tool_use_id": None,
+                "uuid": "u1",
+                "message": {
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Counted 12 beds."}],
+                },
+            },
+            {
+                "type": "result",
+                "subtype": "success",
+                "session_id": session,
+                "is_error": False,
+                "result": "Counted 12 beds.",
+            },
+        ],
+    )
+    exec_stream = write_jsonl(
+        tmp_path / "exec.jsonl",
+        [
+            {"type": "thread.started", "thread_id": "0199aabb-ccdd-7eef-8001-123456789abc"},
+            {
+                "type": "item.completed",
+                "item": {"id": "item_0", "type": "agent_message", "text": "Watered the north bed."},
+            },
+            {
+                "type": "turn.completed",
+                "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1},
+            },
+        ],
+    )
+    only_init = write_jsonl(
+        tmp_path / "init.jsonl",
+        [
+            {"type": "system", "subtype": "init", "session_id": "6c", "cwd": "/home/dev/orchard"},
+        ],
+    )
     assert run(stream, exec_stream, only_init, "--owner", user.username)[0] == 0
     titles = set(Conversation.objects.filter(owner=user).values_list("title", flat=True))
     assert titles == {"Counted 12 beds.", "Watered the north bed.", "/home/dev/orchard"}

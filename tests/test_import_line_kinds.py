@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord, ToolCall
+from murmur_conversations.models import (
+    Conversation,
+    DisplayMessage,
+    Message,
+    SourceRecord,
+    ToolCall,
+)
 from murmur_conversations.projection import transcript_entry
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
 from tests.helpers import assert_counters_match_rows
@@ -29,7 +35,9 @@ def documented_rows() -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
     current: str | None = None
     for line in DOCS.read_text("utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        cells = (
+            [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        )
         if cells and cells[0] in TABLES:
             current = cells[0]
             rows[current] = []
@@ -59,7 +67,9 @@ class Result:
         messages = list(Message.objects.filter(conversation=conversation).order_by("position"))
         self.new = messages[base:]
         self.base_transcript = sum(
-            transcript_entry(role=m.role, content=m.content, tool_call_id=m.tool_call_id, extra=m.extra)
+            transcript_entry(
+                role=m.role, content=m.content, tool_call_id=m.tool_call_id, extra=m.extra
+            )
             is not None
             for m in messages[:base]
         )
@@ -229,6 +239,7 @@ def structured(kind: str) -> Landing:
 
 # ------------------------------------------------------------------------------ Claude sessions
 
+
 def claude_case(build: Callable[[Claude], list[Any]], landing: Landing):
     return ("claude", build, landing)
 
@@ -256,7 +267,9 @@ def _replayed_result(c: Claude) -> list[Any]:
     ]
 
 
-def _user_text(flag: str | None = None, value: Any = True, text: str = "x") -> Callable[[Claude], list[Any]]:
+def _user_text(
+    flag: str | None = None, value: Any = True, text: str = "x"
+) -> Callable[[Claude], list[Any]]:
     def build(c: Claude) -> list[Any]:
         extra = {flag: value} if flag else {}
         return [c.line("user", message={"role": "user", "content": text}, **extra)]
@@ -315,8 +328,10 @@ CLAUDE = {
     "`user` · text or image content": claude_case(_text_prompt, prompt("carrots")),
     "`user` · `promptId` seen before": claude_case(_replayed_prompt, nothing()),
     "`user` · `<command-name>`": claude_case(
-        _user_text(text="<command-message>plan is running…</command-message>\n"
-                   "<command-name>/plan</command-name>\n<command-args>peas</command-args>"),
+        _user_text(
+            text="<command-message>plan is running…</command-message>\n"
+            "<command-name>/plan</command-name>\n<command-args>peas</command-args>"
+        ),
         prompt("/plan"),
     ),
     "`user` · `tool_result`": claude_case(_result, result()),
@@ -331,7 +346,9 @@ CLAUDE = {
         _user_text("isVisibleInTranscriptOnly"), record_notice("transcript_only")
     ),
     "`user` · `isMeta: true`": claude_case(_user_text("isMeta"), record_notice("meta")),
-    "`user` · `isSynthetic: true`": claude_case(_user_text("isSynthetic"), record_notice("synthetic")),
+    "`user` · `isSynthetic: true`": claude_case(
+        _user_text("isSynthetic"), record_notice("synthetic")
+    ),
     "`user` · `<local-command-stdout>`": claude_case(
         _user_text(text="<local-command-stdout>Set model</local-command-stdout>"),
         record_notice("command_output"),
@@ -373,26 +390,39 @@ CLAUDE = {
     ),
     "`assistant` · `isSidechain: true`": claude_case(_sidechain("assistant"), subagent()),
     "`attachment` · `queued_command`": claude_case(
-        _attachment({"type": "queued_command", "prompt": "Also mulch the beds", "commandMode": "prompt"}),
+        _attachment(
+            {"type": "queued_command", "prompt": "Also mulch the beds", "commandMode": "prompt"}
+        ),
         prompt("mulch"),
     ),
     "`attachment` · other `attachment.type`": claude_case(
-        _attachment({"type": "deferred_tools_delta", "addedNames": [], "addedLines": [], "removedNames": []}),
+        _attachment(
+            {"type": "deferred_tools_delta", "addedNames": [], "addedLines": [], "removedNames": []}
+        ),
         source(),
     ),
     "`system` · `compact_boundary`": claude_case(
-        _system("compact_boundary", content="Conversation compacted",
-                compactMetadata={"trigger": "auto", "preTokens": 155000}),
+        _system(
+            "compact_boundary",
+            content="Conversation compacted",
+            compactMetadata={"trigger": "auto", "preTokens": 155000},
+        ),
         notice(text="Conversation compacted"),
     ),
     "`system` · `microcompact_boundary`": claude_case(_system("microcompact_boundary"), notice()),
     "`system` · `api_error`": claude_case(
-        _system("api_error", level="error",
-                error={"status": 529, "error": {"type": "error", "error": {"message": "Overloaded"}}}),
+        _system(
+            "api_error",
+            level="error",
+            error={"status": 529, "error": {"type": "error", "error": {"message": "Overloaded"}}},
+        ),
         notice("error", "Overloaded"),
     ),
     "`system` · `local_command`": claude_case(
-        _system("local_command", content="<command-name>/rename</command-name>\n<command-args>Spring beds</command-args>"),
+        _system(
+            "local_command",
+            content="<command-name>/rename</command-name>\n<command-args>Spring beds</command-args>",
+        ),
         title("Spring beds"),
     ),
     "`system` · `informational`": claude_case(
@@ -405,8 +435,16 @@ CLAUDE = {
         _system("bridge_status", content="Remote control active"), notice()
     ),
     "`system` · `stop_hook_summary`": claude_case(
-        _system("stop_hook_summary", hookCount=1, hookInfos=[{"command": "lint"}], hookErrors=[],
-                preventedContinuation=False, stopReason="", hasOutput=False, toolUseID="t"),
+        _system(
+            "stop_hook_summary",
+            hookCount=1,
+            hookInfos=[{"command": "lint"}],
+            hookErrors=[],
+            preventedContinuation=False,
+            stopReason="",
+            hasOutput=False,
+            toolUseID="t",
+        ),
         source(),
     ),
     "`system` · `turn_duration`": claude_case(_system("turn_duration", durationMs=1200), source()),
@@ -414,34 +452,71 @@ CLAUDE = {
         _system(None, content="PostToolUse:Edit hook succeeded", toolUseID="toolu_x"), source()
     ),
     "`summary`": claude_case(_summary, title("Spring bed plan")),
-    "`ai-title`": claude_case(_bookkeeping("ai-title", aiTitle="Planning spring beds"), title("Planning spring beds")),
-    "`custom-title`": claude_case(_bookkeeping("custom-title", customTitle="My beds"), title("My beds")),
+    "`ai-title`": claude_case(
+        _bookkeeping("ai-title", aiTitle="Planning spring beds"), title("Planning spring beds")
+    ),
+    "`custom-title`": claude_case(
+        _bookkeeping("custom-title", customTitle="My beds"), title("My beds")
+    ),
     "`agent-name`": claude_case(_bookkeeping("agent-name", agentName="gardener"), source()),
-    "`agent-setting`": claude_case(_bookkeeping("agent-setting", agentSetting="gardener"), source()),
+    "`agent-setting`": claude_case(
+        _bookkeeping("agent-setting", agentSetting="gardener"), source()
+    ),
     "`queue-operation`": claude_case(
-        _bookkeeping("queue-operation", operation="enqueue", content="later", timestamp="2025-05-04T10:00:09.000Z"),
+        _bookkeeping(
+            "queue-operation",
+            operation="enqueue",
+            content="later",
+            timestamp="2025-05-04T10:00:09.000Z",
+        ),
         source(),
     ),
-    "`last-prompt`": claude_case(_bookkeeping("last-prompt", lastPrompt="Plan the spring beds"), source()),
+    "`last-prompt`": claude_case(
+        _bookkeeping("last-prompt", lastPrompt="Plan the spring beds"), source()
+    ),
     "`file-history-snapshot`": claude_case(
-        lambda c: [{"type": "file-history-snapshot", "messageId": "m1",
-                    "snapshot": {"messageId": "m1", "trackedFileBackups": {}, "timestamp": "2025-05-04T10:00:09.000Z"},
-                    "isSnapshotUpdate": False}],
+        lambda c: [
+            {
+                "type": "file-history-snapshot",
+                "messageId": "m1",
+                "snapshot": {
+                    "messageId": "m1",
+                    "trackedFileBackups": {},
+                    "timestamp": "2025-05-04T10:00:09.000Z",
+                },
+                "isSnapshotUpdate": False,
+            }
+        ],
         source(),
     ),
-    "`permission-mode`": claude_case(_bookkeeping("permission-mode", permissionMode="plan"), source()),
+    "`permission-mode`": claude_case(
+        _bookkeeping("permission-mode", permissionMode="plan"), source()
+    ),
     "`mode`": claude_case(_bookkeeping("mode", mode="normal"), source()),
     "`progress`": claude_case(
-        lambda c: [c.line("progress", data={"type": "agent_progress", "agentId": "a1"}, parentToolUseID="toolu_t")],
+        lambda c: [
+            c.line(
+                "progress",
+                data={"type": "agent_progress", "agentId": "a1"},
+                parentToolUseID="toolu_t",
+            )
+        ],
         source(),
     ),
     "`pr-link`": claude_case(
-        _bookkeeping("pr-link", prNumber=7, prUrl="https://example.invalid/pr/7", prRepository="garden",
-                     timestamp="2025-05-04T10:00:09.000Z"),
+        _bookkeeping(
+            "pr-link",
+            prNumber=7,
+            prUrl="https://example.invalid/pr/7",
+            prRepository="garden",
+            timestamp="2025-05-04T10:00:09.000Z",
+        ),
         source(),
     ),
     "`bridge-session`": claude_case(_bookkeeping("bridge-session", bridgeSessionId="b1"), source()),
-    "any other `type`": claude_case(_bookkeeping("greenhouse-sensor", reading=21), unknown("greenhouse-sensor")),
+    "any other `type`": claude_case(
+        _bookkeeping("greenhouse-sensor", reading=21), unknown("greenhouse-sensor")
+    ),
 }
 
 
@@ -456,9 +531,16 @@ def stream_line(kind: str, **fields: Any) -> dict[str, Any]:
 
 def stream_answer(message_id: str, *blocks: Any, **fields: Any) -> dict[str, Any]:
     content = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
-    message = {"id": message_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-               "content": content}
-    return stream_line("assistant", message=message, parent_tool_use_id=None, uuid=f"u-{message_id}", **fields)
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+    }
+    return stream_line(
+        "assistant", message=message, parent_tool_use_id=None, uuid=f"u-{message_id}", **fields
+    )
 
 
 def stream_case(lines: list[Any], landing: Landing, base: bool = True):
@@ -468,11 +550,18 @@ def stream_case(lines: list[Any], landing: Landing, base: bool = True):
 STREAM = {
     "`system` · `init`": stream_case(
         [stream_line("system", subtype="init", cwd="/home/dev/garden-planner", model="m")],
-        title("/home/dev/garden-planner"), base=False,
+        title("/home/dev/garden-planner"),
+        base=False,
     ),
     "`system` · `compact_boundary`": stream_case(
-        [stream_line("system", subtype="compact_boundary", uuid="cb1",
-                     compact_metadata={"trigger": "manual", "pre_tokens": 9000})],
+        [
+            stream_line(
+                "system",
+                subtype="compact_boundary",
+                uuid="cb1",
+                compact_metadata={"trigger": "manual", "pre_tokens": 9000},
+            )
+        ],
         notice(text="compacted"),
     ),
     "`system` · `api_retry`": stream_case(
@@ -486,20 +575,45 @@ STREAM = {
         [stream_answer("msg_first", "Beds are ready.")], title("Beds are ready."), base=False
     ),
     "`user` · `tool_result`": stream_case(
-        [stream_answer("msg_call", tool_use("toolu_s")),
-         stream_line("user", message={"role": "user", "content": [
-             {"type": "tool_result", "tool_use_id": "toolu_s", "content": "ok"}]},
-             parent_tool_use_id=None, uuid="u-res")],
+        [
+            stream_answer("msg_call", tool_use("toolu_s")),
+            stream_line(
+                "user",
+                message={
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_s", "content": "ok"}],
+                },
+                parent_tool_use_id=None,
+                uuid="u-res",
+            ),
+        ],
         result(),
     ),
     "`user` · text content": stream_case(
-        [stream_line("user", message={"role": "user", "content": "Water them too"},
-                     parent_tool_use_id=None, uuid="u-prompt", isReplay=True)],
+        [
+            stream_line(
+                "user",
+                message={"role": "user", "content": "Water them too"},
+                parent_tool_use_id=None,
+                uuid="u-prompt",
+                isReplay=True,
+            )
+        ],
         prompt("Water"),
     ),
     "`assistant` · `parent_tool_use_id`": stream_case(
-        [stream_line("assistant", parent_tool_use_id="toolu_task", uuid="u-sub",
-                     message={"id": "msg_sub", "role": "assistant", "content": [{"type": "text", "text": "x"}]})],
+        [
+            stream_line(
+                "assistant",
+                parent_tool_use_id="toolu_task",
+                uuid="u-sub",
+                message={
+                    "id": "msg_sub",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "x"}],
+                },
+            )
+        ],
         subagent(),
     ),
     "`result` · `success`": stream_case(
@@ -507,20 +621,36 @@ STREAM = {
         status("idle"),
     ),
     "`result` · error": stream_case(
-        [stream_line("result", subtype="error_max_turns", is_error=True)], status("error", error=True)
+        [stream_line("result", subtype="error_max_turns", is_error=True)],
+        status("error", error=True),
     ),
     "`stream_event`": stream_case(
-        [stream_line("stream_event", event={"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Be"}})],
+        [
+            stream_line(
+                "stream_event",
+                event={
+                    "type": "content_block_delta",
+                    "delta": {"type": "text_delta", "text": "Be"},
+                },
+            )
+        ],
         source(),
     ),
-    "`rate_limit_event`": stream_case([stream_line("rate_limit_event", rate_limit_info={})], source()),
-    "`tool_progress`": stream_case([stream_line("tool_progress", tool_use_id="t", elapsed_time_seconds=1)], source()),
+    "`rate_limit_event`": stream_case(
+        [stream_line("rate_limit_event", rate_limit_info={})], source()
+    ),
+    "`tool_progress`": stream_case(
+        [stream_line("tool_progress", tool_use_id="t", elapsed_time_seconds=1)], source()
+    ),
     "`auth_status`": stream_case([stream_line("auth_status", isAuthenticating=False)], source()),
-    "any other `type`": stream_case([stream_line("seed_catalog", items=[])], unknown("seed_catalog")),
+    "any other `type`": stream_case(
+        [stream_line("seed_catalog", items=[])], unknown("seed_catalog")
+    ),
 }
 
 
 # ------------------------------------------------------------------------------ Codex rollouts
+
 
 def rollout_case(build: Callable[[Codex], list[Any]], landing: Landing):
     return ("rollout", build, landing)
@@ -542,18 +672,25 @@ def _line(kind: str, payload: dict[str, Any]) -> Callable[[Codex], list[Any]]:
 
 ROLLOUT = {
     "`session_meta`": rollout_case(lambda x: [], key("019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b")),
-    "`turn_context`": rollout_case(_line("turn_context", {"cwd": "/x", "model": "gpt-5"}), source()),
+    "`turn_context`": rollout_case(
+        _line("turn_context", {"cwd": "/x", "model": "gpt-5"}), source()
+    ),
     "`world_state`": rollout_case(_line("world_state", {"agents_md": "x"}), source()),
     "`inter_agent_communication`": rollout_case(
-        _line("inter_agent_communication", {"author": "a", "recipient": "b", "content": []}), source()
+        _line("inter_agent_communication", {"author": "a", "recipient": "b", "content": []}),
+        source(),
     ),
-    "`compacted`": rollout_case(_line("compacted", {"message": "Summary of the beds so far"}),
-                                notice(text="Summary of the beds")),
+    "`compacted`": rollout_case(
+        _line("compacted", {"message": "Summary of the beds so far"}),
+        notice(text="Summary of the beds"),
+    ),
     "`event_msg` · `thread_name_updated`": rollout_case(
-        lambda x: [x.event(type="thread_name_updated", thread_id="t", thread_name="Beds")], title("Beds")
+        lambda x: [x.event(type="thread_name_updated", thread_id="t", thread_name="Beds")],
+        title("Beds"),
     ),
     "`event_msg` · `error`": rollout_case(
-        lambda x: [x.event(type="error", message="stream disconnected")], notice("error", "disconnected")
+        lambda x: [x.event(type="error", message="stream disconnected")],
+        notice("error", "disconnected"),
     ),
     "`event_msg` · `turn_aborted`": rollout_case(
         lambda x: [x.event(type="turn_aborted", reason="interrupted")], notice(text="interrupted")
@@ -561,64 +698,140 @@ ROLLOUT = {
     "`event_msg` · other types": rollout_case(
         lambda x: [x.event(type="token_count", info=None)], source()
     ),
-    "`response_item` · `message`": rollout_case(lambda x: [x.message("user", "Add tomatoes")], prompt("tomatoes")),
+    "`response_item` · `message`": rollout_case(
+        lambda x: [x.message("user", "Add tomatoes")], prompt("tomatoes")
+    ),
     "`response_item` · `message` role `developer`": rollout_case(
         lambda x: [x.message("developer", "You are a planner")],
-        Landing(lambda r: (r.new[0].extra.get("injected") is True) or pytest.fail("not injected"), "injected"),
+        Landing(
+            lambda r: (r.new[0].extra.get("injected") is True) or pytest.fail("not injected"),
+            "injected",
+        ),
     ),
     "`response_item` · `reasoning`": rollout_case(
-        _items({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}],
-                "encrypted_content": "zz"}),
+        _items(
+            {
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "Thinking"}],
+                "encrypted_content": "zz",
+            }
+        ),
         thinking(),
     ),
     "`response_item` · `function_call`": rollout_case(
-        _items({"type": "function_call", "name": "exec_command", "arguments": '{"cmd":"ls"}', "call_id": "call_f"},
-               {"type": "function_call_output", "call_id": "call_f", "output": "beds"}),
+        _items(
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": '{"cmd":"ls"}',
+                "call_id": "call_f",
+            },
+            {"type": "function_call_output", "call_id": "call_f", "output": "beds"},
+        ),
         result(),
     ),
     "`response_item` · `custom_tool_call`": rollout_case(
-        _items({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "call_c"},
-               {"type": "custom_tool_call_output", "call_id": "call_c", "output": "Done"}),
+        _items(
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+                "call_id": "call_c",
+            },
+            {"type": "custom_tool_call_output", "call_id": "call_c", "output": "Done"},
+        ),
         result(),
     ),
     "`response_item` · `local_shell_call`": rollout_case(
-        _items({"type": "local_shell_call", "call_id": "call_l", "status": "completed",
-                "action": {"type": "exec", "command": ["ls"]}},
-               {"type": "function_call_output", "call_id": "call_l", "output": "beds"}),
+        _items(
+            {
+                "type": "local_shell_call",
+                "call_id": "call_l",
+                "status": "completed",
+                "action": {"type": "exec", "command": ["ls"]},
+            },
+            {"type": "function_call_output", "call_id": "call_l", "output": "beds"},
+        ),
         result(),
     ),
     "`response_item` · `tool_search_call`": rollout_case(
-        _items({"type": "tool_search_call", "execution": "server", "arguments": {"query": "calendar"}},
-               {"type": "tool_search_output", "execution": "server", "status": "completed", "tools": []}),
+        _items(
+            {"type": "tool_search_call", "execution": "server", "arguments": {"query": "calendar"}},
+            {
+                "type": "tool_search_output",
+                "execution": "server",
+                "status": "completed",
+                "tools": [],
+            },
+        ),
         result(),
     ),
     "`response_item` · `function_call_output`": rollout_case(
-        _items({"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "call_o"},
-               {"type": "function_call_output", "call_id": "call_o", "output": "ok"}),
+        _items(
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": "{}",
+                "call_id": "call_o",
+            },
+            {"type": "function_call_output", "call_id": "call_o", "output": "ok"},
+        ),
         result(),
     ),
     "`response_item` · `custom_tool_call_output`": rollout_case(
-        _items({"type": "custom_tool_call", "name": "apply_patch", "input": "x", "call_id": "call_p"},
-               {"type": "custom_tool_call_output", "call_id": "call_p", "output": "ok"}),
+        _items(
+            {"type": "custom_tool_call", "name": "apply_patch", "input": "x", "call_id": "call_p"},
+            {"type": "custom_tool_call_output", "call_id": "call_p", "output": "ok"},
+        ),
         result(),
     ),
     "`response_item` · `tool_search_output`": rollout_case(
-        _items({"type": "tool_search_call", "call_id": "call_t", "execution": "client", "arguments": {}},
-               {"type": "tool_search_output", "call_id": "call_t", "execution": "client", "status": "failed", "tools": []}),
+        _items(
+            {
+                "type": "tool_search_call",
+                "call_id": "call_t",
+                "execution": "client",
+                "arguments": {},
+            },
+            {
+                "type": "tool_search_output",
+                "call_id": "call_t",
+                "execution": "client",
+                "status": "failed",
+                "tools": [],
+            },
+        ),
         result("failed"),
     ),
     "`response_item` · `web_search_call`": rollout_case(
-        _items({"type": "web_search_call", "id": "ws_1", "status": "completed",
-                "action": {"type": "search", "query": "frost dates"}}),
+        _items(
+            {
+                "type": "web_search_call",
+                "id": "ws_1",
+                "status": "completed",
+                "action": {"type": "search", "query": "frost dates"},
+            }
+        ),
         card("web_search", "completed"),
     ),
     "`response_item` · `image_generation_call`": rollout_case(
-        _items({"type": "image_generation_call", "id": "ig_1", "status": "completed",
-                "revised_prompt": "a bed plan", "result": "aGVsbG8="}),
+        _items(
+            {
+                "type": "image_generation_call",
+                "id": "ig_1",
+                "status": "completed",
+                "revised_prompt": "a bed plan",
+                "result": "aGVsbG8=",
+            }
+        ),
         card("image_generation", "completed"),
     ),
-    "`response_item` · `compaction`": rollout_case(_items({"type": "compaction", "encrypted_content": "z"}), source()),
-    "`response_item` · `ghost_snapshot`": rollout_case(_items({"type": "ghost_snapshot", "ghost_commit": {}}), source()),
+    "`response_item` · `compaction`": rollout_case(
+        _items({"type": "compaction", "encrypted_content": "z"}), source()
+    ),
+    "`response_item` · `ghost_snapshot`": rollout_case(
+        _items({"type": "ghost_snapshot", "ghost_commit": {}}), source()
+    ),
     "`response_item` · `additional_tools`": rollout_case(
         _items({"type": "additional_tools", "role": "system", "tools": []}), source()
     ),
@@ -628,7 +841,9 @@ ROLLOUT = {
     "`response_item` · other types": rollout_case(
         _items({"type": "soil_probe", "depth": 3}), unknown("response_item.soil_probe")
     ),
-    "any other line `type`": rollout_case(_line("garden_state", {"beds": 2}), unknown("garden_state")),
+    "any other line `type`": rollout_case(
+        _line("garden_state", {"beds": 2}), unknown("garden_state")
+    ),
 }
 
 
@@ -656,57 +871,118 @@ EXEC = {
     "`thread.started`": exec_case([], key(THREAD)),
     "`turn.started`": exec_case([{"type": "turn.started"}], source()),
     "`turn.completed`": exec_case(
-        [{"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}}],
+        [
+            {
+                "type": "turn.completed",
+                "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1},
+            }
+        ],
         status("idle"),
     ),
-    "`turn.failed`": exec_case([{"type": "turn.failed", "error": {"message": "quota"}}], status("error", error=True)),
-    "`error`": exec_case([{"type": "error", "message": "reconnecting"}], notice("error", "reconnecting")),
+    "`turn.failed`": exec_case(
+        [{"type": "turn.failed", "error": {"message": "quota"}}], status("error", error=True)
+    ),
+    "`error`": exec_case(
+        [{"type": "error", "message": "reconnecting"}], notice("error", "reconnecting")
+    ),
     "`request_user_input`": exec_case(
-        [{"type": "request_user_input", "id": "t1", "call_id": "c1",
-          "questions": [{"id": "q", "header": "Beds", "question": "Which bed first?"}]}],
+        [
+            {
+                "type": "request_user_input",
+                "id": "t1",
+                "call_id": "c1",
+                "questions": [{"id": "q", "header": "Beds", "question": "Which bed first?"}],
+            }
+        ],
         pending(),
     ),
-    "`item.plan.delta`": exec_case([{"type": "item.plan.delta", "item_id": "item_p", "delta": "1."}], source()),
+    "`item.plan.delta`": exec_case(
+        [{"type": "item.plan.delta", "item_id": "item_p", "delta": "1."}], source()
+    ),
     "`item` · `agent_message`": exec_case(
         [exec_item("item.completed", id="item_a", type="agent_message", text="Planted.")], answer()
     ),
-    "`item` · `plan`": exec_case([exec_item("item.completed", id="item_p", type="plan", text="1. dig")], answer()),
+    "`item` · `plan`": exec_case(
+        [exec_item("item.completed", id="item_p", type="plan", text="1. dig")], answer()
+    ),
     "`item` · `reasoning`": exec_case(
         [exec_item("item.completed", id="item_r", type="reasoning", text="Soil first")], thinking()
     ),
     "`item` · `command_execution`": exec_case(
-        _exec_call("command_execution", "declined", command="rm -rf beds", aggregated_output="", exit_code=None),
+        _exec_call(
+            "command_execution",
+            "declined",
+            command="rm -rf beds",
+            aggregated_output="",
+            exit_code=None,
+        ),
         result("failed"),
     ),
     "`item` · `file_change`": exec_case(
-        _exec_call("file_change", "completed", changes=[{"path": "beds.md", "kind": "update"}]), result()
+        _exec_call("file_change", "completed", changes=[{"path": "beds.md", "kind": "update"}]),
+        result(),
     ),
     "`item` · `mcp_tool_call`": exec_case(
-        _exec_call("mcp_tool_call", "failed", server="calendar", tool="add", arguments={},
-                   result=None, error={"message": "denied"}),
+        _exec_call(
+            "mcp_tool_call",
+            "failed",
+            server="calendar",
+            tool="add",
+            arguments={},
+            result=None,
+            error={"message": "denied"},
+        ),
         result("failed"),
     ),
     "`item` · `collab_tool_call`": exec_case(
-        _exec_call("collab_tool_call", "completed", tool="spawn_agent", sender_thread_id="t",
-                   receiver_thread_ids=[], prompt=None, agents_states={}),
+        _exec_call(
+            "collab_tool_call",
+            "completed",
+            tool="spawn_agent",
+            sender_thread_id="t",
+            receiver_thread_ids=[],
+            prompt=None,
+            agents_states={},
+        ),
         result(),
     ),
     "`item` · `web_search`": exec_case(
-        [exec_item("item.started", id="item_w", type="web_search", query="frost",
-                   action={"type": "search", "query": "frost"}),
-         exec_item("item.completed", id="item_w", type="web_search", query="frost",
-                   action={"type": "search", "query": "frost"})],
+        [
+            exec_item(
+                "item.started",
+                id="item_w",
+                type="web_search",
+                query="frost",
+                action={"type": "search", "query": "frost"},
+            ),
+            exec_item(
+                "item.completed",
+                id="item_w",
+                type="web_search",
+                query="frost",
+                action={"type": "search", "query": "frost"},
+            ),
+        ],
         card("web_search", "completed"),
     ),
     "`item` · `todo_list`": exec_case(
-        [exec_item("item.completed", id="item_t", type="todo_list", items=[{"text": "dig", "completed": False}])],
+        [
+            exec_item(
+                "item.completed",
+                id="item_t",
+                type="todo_list",
+                items=[{"text": "dig", "completed": False}],
+            )
+        ],
         todo(),
     ),
     "`item` · `error`": exec_case(
-        [exec_item("item.completed", id="item_e", type="error", message="file too big")], notice("error", "too big")
+        [exec_item("item.completed", id="item_e", type="error", message="file too big")],
+        notice("error", "too big"),
     ),
     "`item` · other types": exec_case(
-        [exec_item("item.completed", id="item_x", type="seed_order", count=3)], structured("item.seed_order")
+        [exec_item("item.completed", id="item_x", type="seed_order", count=3)],
+        structured("item.seed_order"),
     ),
     "any other `type`": exec_case([{"type": "garden.tick"}], unknown("garden.tick")),
 }
@@ -731,24 +1007,41 @@ def _lines_of(table: str, row: str) -> tuple[list[Any], Landing]:
     kind = case[0]
     if kind == "claude":
         c = Claude()
-        base = [c.prompt("Plan the spring beds", promptId="p-base"), c.answer("msg_base", "Sure, let's start.")]
+        base = [
+            c.prompt("Plan the spring beds", promptId="p-base"),
+            c.answer("msg_base", "Sure, let's start."),
+        ]
         return [*base, *case[1](c)], case[2]
     if kind == "stream":
         head = [stream_line("system", subtype="init", cwd="/home/dev/garden-planner", tools=[])]
-        base = [
-            stream_line("user", message={"role": "user", "content": "Plan the spring beds"},
-                        parent_tool_use_id=None, uuid="u-base"),
-            stream_answer("msg_base", "Sure, let's start."),
-        ] if case[3] else []
+        base = (
+            [
+                stream_line(
+                    "user",
+                    message={"role": "user", "content": "Plan the spring beds"},
+                    parent_tool_use_id=None,
+                    uuid="u-base",
+                ),
+                stream_answer("msg_base", "Sure, let's start."),
+            ]
+            if case[3]
+            else []
+        )
         return [*head, *base, *case[1]], case[2]
     if kind == "rollout":
         x = Codex()
-        base = [x.meta(), x.message("user", "Plan the spring beds"), x.message("assistant", "Sure, let's start.")]
+        base = [
+            x.meta(),
+            x.message("user", "Plan the spring beds"),
+            x.message("assistant", "Sure, let's start."),
+        ]
         return [*base, *case[1](x)], case[2]
     base = [{"type": "thread.started", "thread_id": THREAD}]
     if case[3]:
         base += [
-            exec_item("item.completed", id="item_0", type="agent_message", text="Sure, let's start."),
+            exec_item(
+                "item.completed", id="item_0", type="agent_message", text="Sure, let's start."
+            ),
         ]
     return [*base, *case[1]], case[2]
 

@@ -467,6 +467,20 @@ class _Writer:
         return True
 
 
+def interrupt_open_calls(conversation_ids: Iterable[str]) -> int:
+    """Calls still ``pending`` or ``executing`` in these conversations become ``interrupted``
+    (``log_ended``) at the time of the conversation's last change: what ``--follow`` on folders
+    does when it stops (docs/formats.md "Whole folders"). Returns how many moved."""
+    moved = 0
+    for conversation in Conversation.objects.filter(pk__in=list(conversation_ids)):
+        open_ids = ToolCall.objects.filter(
+            conversation=conversation, status__in=(ToolStatus.PENDING, ToolStatus.EXECUTING)
+        ).values_list("call_id", flat=True)
+        for call_id in list(open_ids):
+            moved += _Writer._interrupt(conversation, call_id, conversation.saved_at)
+    return moved
+
+
 def run_import(
     *,
     lines: Iterable[SourceLine],

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from murmur_conversations.importers import registry
-from murmur_conversations.importers.base import Outcome, run_import
+from murmur_conversations.importers.base import Outcome, interrupt_open_calls, run_import
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
@@ -376,7 +376,7 @@ class Command(BaseCommand):
         """``--follow`` on folders (docs/formats.md "Whole folders"): import every file as a re-run
         does, then again after each wait, so files that grow are read on from where they ended and
         new files are picked up as they appear. Calls stay open between passes; Ctrl-C during a
-        wait runs one last pass that closes them (``log_ended``) and prints the table."""
+        wait interrupts the calls still open (``log_ended``) and prints the table."""
         if STDIN in paths:
             raise CommandError("--follow on folders cannot also read stdin", returncode=2)
         if not dry_run and layer_is_process_local():
@@ -402,8 +402,6 @@ class Command(BaseCommand):
                 except KeyboardInterrupt:
                     break
                 one_pass()
-            importer.final = True
-            one_pass()
         except KeyboardInterrupt:
             raise CommandError(
                 "interrupted while writing; every line before it was saved; run the same "
@@ -411,7 +409,13 @@ class Command(BaseCommand):
                 returncode=1,
             ) from None
         results = list(latest.values())
+        touched = {c for r in results if r.outcome is not None for c in r.outcome.conversations}
+        interrupted = 0 if dry_run else interrupt_open_calls(touched)
         self._table(results, time.monotonic() - started, sum(r.lines for r in results), 0)
+        if interrupted:
+            self.stdout.write(
+                f"{interrupted} call(s) still open when the follow ended: interrupted"
+            )
         self._exit(results)
 
     def _result_line(self, result: FileResult, dry_run: bool) -> None:
