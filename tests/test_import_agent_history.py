@@ -531,3 +531,17 @@ def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
     assert run(stream, exec_stream, only_init, "--owner", user.username)[0] == 0
     titles = set(Conversation.objects.filter(owner=user).values_list("title", flat=True))
     assert titles == {"Counted 12 beds.", "Watered the north bed.", "/home/dev/orchard"}
+
+
+def test_the_admin_transcript_shows_each_rows_time(tmp_path, admin_client, admin_user):
+    from django.urls import reverse
+
+    c = Claude()
+    path = write_jsonl(tmp_path / "a.jsonl", [c.prompt("Plan"), c.answer("msg_1", "Planned.")])
+    assert run(path, "--owner", admin_user.username)[0] == 0
+    conversation = Conversation.objects.get(owner=admin_user)
+    page = admin_client.get(
+        reverse("admin:murmur_conversations_conversation_change", args=[conversation.pk])
+    ).content.decode()
+    assert '<time class="murmur-time" datetime="2025-05-04T10:00:00+00:00">' in page
+    assert '<time class="murmur-time" datetime="2025-05-04T10:00:01+00:00">' in page

@@ -44,6 +44,14 @@
       : date.toLocaleDateString([], { month: "short", day: "numeric" });
   }
 
+  function moment(iso) {
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return "";
+    return date.toLocaleString([], {
+      month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+    });
+  }
+
   async function getJSON(url) {
     const response = await fetch(url, {
       credentials: "same-origin",
@@ -213,6 +221,12 @@
     if (row.content && row.content.is_error) li.classList.add("failed");
     const head = el("div", "card-head");
     head.append(el("span", "who", heading(row)));
+    if (row.created_at) {
+      // when it happened: for an imported log, the log's own time (docs/formats.md "Times")
+      const stamp = el("time", "muted", moment(row.created_at));
+      stamp.dateTime = row.created_at;
+      head.append(stamp);
+    }
     if (row.content_type === "tool_call") {
       li.dataset.callId = row.tool_call_id || row.content.call_id;
       const badge = el("span", `badge status-${row.status}`, row.status);
