@@ -23,7 +23,9 @@ def test_generated_logs_import_cleanly(tmp_path, user, kind):
     assert "0 unknown record(s)" in out and "0 open call(s) interrupted" in out
     [conversation] = Conversation.objects.filter(owner=user)
     assert conversation.title
-    assert ToolCall.objects.filter(conversation=conversation).exclude(status="completed").count() == 0
+    assert (
+        ToolCall.objects.filter(conversation=conversation).exclude(status="completed").count() == 0
+    )
     assert not DisplayMessage.objects.filter(metadata__orphan=True).exists()
     assert not DisplayMessage.objects.filter(metadata__late=True).exists()
     assert_counters_match_rows(conversation)

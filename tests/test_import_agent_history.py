@@ -20,7 +20,7 @@ from murmur_conversations.projection import transcript_entry
 from murmur_conversations.representations import iso as as_api
 from tests.agentlog_lines import START, Claude, Codex, iso, tool_use, write_jsonl
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.test_import import CORPUS, run
 
 pytestmark = pytest.mark.django_db
 
@@ -545,3 +545,46 @@ def test_the_admin_transcript_shows_each_rows_time(tmp_path, admin_client, admin
     ).content.decode()
     assert '<time class="murmur-time" datetime="2025-05-04T10:00:00+00:00">' in page
     assert '<time class="murmur-time" datetime="2025-05-04T10:00:01+00:00">' in page
+
+
+# ------------------------------------------------------------------------------ the corpus
+
+CORPUS_LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
+
+
+@pytest.mark.parametrize(
+    "path", CORPUS_LOGS, ids=[f"{p.parent.name}/{p.name}" for p in CORPUS_LOGS]
+)
+def test_every_agent_log_of_the_corpus_imports_pairs_and_round_trips(path, user):
+    """docs/formats.md: exit 0, no unknown record, every result linked to its call (a call
+    without a result only where the log ends), read whole again as a no-op, and export, import,
+    export gives the same bytes."""
+    from tests.test_export import export, reimport
+
+    code, out, err = run(path, "--owner", user.username)
+    assert (code, err) == (0, "")
+    assert "0 unknown record(s)" in out
+    for conversation in Conversation.objects.filter(owner=user):
+        results = DisplayMessage.objects.filter(
+            conversation=conversation, content_type="tool_result"
+        )
+        assert not results.filter(metadata__orphan=True).exists()
+        assert not results.filter(metadata__late=True).exists()
+        assert not ToolCall.objects.filter(
+            conversation=conversation, status__in=("pending", "executing")
+        ).exists()
+        assert conversation.created_at <= conversation.saved_at
+        assert_counters_match_rows(conversation)
+    seqs = dict(Conversation.objects.filter(owner=user).values_list("pk", "last_event_seq"))
+    assert run(path, "--owner", user.username, "--reread")[0] == 0
+    assert dict(Conversation.objects.filter(owner=user).values_list("pk", "last_event_seq")) == seqs
+    for conversation in list(Conversation.objects.filter(owner=user)):
+        first = export(conversation)
+        again = reimport(user, first, "murmur")
+        assert export(again) == first
+
+
+def test_the_corpus_is_read(tmp_path):
+    if not CORPUS.is_dir():
+        pytest.skip(f"needs the corpus: set MURMUR_CORPUS ({CORPUS} not found)")
+    assert len(CORPUS_LOGS) >= 11

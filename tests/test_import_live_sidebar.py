@@ -49,7 +49,9 @@ async def test_an_open_sidebar_learns_of_a_conversation_imported_from_the_past(
     shared_env, tmp_path, user
 ):
     c = Claude()
-    path = write_jsonl(tmp_path / "old.jsonl", [c.prompt("Last spring's beds"), c.answer("msg_1", "ok")])
+    path = write_jsonl(
+        tmp_path / "old.jsonl", [c.prompt("Last spring's beds"), c.answer("msg_1", "ok")]
+    )
     sidebar = await connect("ws/conversations/", user)
     await asyncio.to_thread(import_in_child, shared_env, path, user.username)
     frame = await sidebar.receive_json_from(timeout=TIMEOUT)
