@@ -14,7 +14,36 @@ from pathlib import Path
 from typing import Any
 
 START = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
-WORDS = ["bed", "soil", "compost", "carrot", "bean", "trellis", "mulch", "frost", "seedling", "row", "spacing", "water", "drip", "shade", "sun", "north", "south", "raised", "planter", "harvest", "rotate", "clover", "pea", "tomato", "basil", "thyme", "label", "path"]
+WORDS = [
+    "bed",
+    "soil",
+    "compost",
+    "carrot",
+    "bean",
+    "trellis",
+    "mulch",
+    "frost",
+    "seedling",
+    "row",
+    "spacing",
+    "water",
+    "drip",
+    "shade",
+    "sun",
+    "north",
+    "south",
+    "raised",
+    "planter",
+    "harvest",
+    "rotate",
+    "clover",
+    "pea",
+    "tomato",
+    "basil",
+    "thyme",
+    "label",
+    "path",
+]
 
 
 def _text(seed: int, words: int) -> str:

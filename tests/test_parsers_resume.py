@@ -53,7 +53,11 @@ def test_a_log_read_in_two_parts_gives_every_message_once(kind, cut):
 
 def test_an_answer_cut_in_two_keeps_both_parts():
     c = Claude()
-    lines = [c.prompt("Read"), c.answer("msg_x", "Reading."), c.answer("msg_x", tool_use("toolu_x"))]
+    lines = [
+        c.prompt("Read"),
+        c.answer("msg_x", "Reading."),
+        c.answer("msg_x", tool_use("toolu_x")),
+    ]
     texts = [json.dumps(line) for line in lines]
     first, state = parse("claude-code", texts[:2])
     second, _ = parse("claude-code", texts[2:], start=2, resume=state)
