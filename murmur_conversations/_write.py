@@ -93,6 +93,8 @@ class Write:
         self.clock: datetime = timezone.now()
         self.now: datetime = at or self.clock
         self.latest: datetime | None = None
+        #: Times given per message by ``save_messages`` (keyed by ``id()`` of each message).
+        self.times: dict[int, datetime | None] = {}
         self.event_seq: int | None = None
         self.created: list[DisplayMessage] = []
         self.updated: dict[int, DisplayMessage] = {}

@@ -306,7 +306,8 @@ def save_messages(
                 .order_by("seq")
             )
         batch = _load_batch(write, fresh)
-        rows = _write_messages(write, batch, fresh, stamps)
+        write.times = stamps
+        rows = _write_messages(write, batch, fresh)
         if existing:
             rows = sorted(
                 [
@@ -337,17 +338,14 @@ def _message_times(
 
 
 def _write_messages(
-    write: Write,
-    batch: _Batch,
-    fresh: list[NormalizedMessage],
-    stamps: dict[int, datetime | None],
+    write: Write, batch: _Batch, fresh: list[NormalizedMessage]
 ) -> list[DisplayMessage]:
     conv = write.conversation
     event_seq = write.take_event()
     record: dict[int, Message] = {}
     for message in fresh:
-        if stamps:
-            write.stamp(stamps.get(id(message)))
+        if write.times:
+            write.stamp(write.times.get(id(message)))
         conv.record_length += 1
         conv.transcript_count += message.in_transcript
         record[id(message)] = Message(
