@@ -522,15 +522,31 @@ def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
             },
         ],
     )
-    only_init = write_jsonl(
+    no_answer = write_jsonl(
         tmp_path / "init.jsonl",
         [
             {"type": "system", "subtype": "init", "session_id": "6c", "cwd": "/home/dev/orchard"},
+            {"type": "result", "subtype": "error_during_execution", "session_id": "6c", "is_error": True},
         ],
     )
-    assert run(stream, exec_stream, only_init, "--owner", user.username)[0] == 0
+    assert run(stream, exec_stream, no_answer, "--owner", user.username)[0] == 0
     titles = set(Conversation.objects.filter(owner=user).values_list("title", flat=True))
     assert titles == {"Counted 12 beds.", "Watered the north bed.", "/home/dev/orchard"}
+
+
+def test_a_file_of_bookkeeping_lines_only_makes_no_empty_conversation(tmp_path, user):
+    """Older Claude Code versions leave files holding only ``summary`` lines of other sessions."""
+    pointer = write_jsonl(
+        tmp_path / "3f1e0c2a-0000-4000-8000-00000000000a.jsonl",
+        [
+            {"type": "summary", "summary": "Bed layout", "leafUuid": "11111111-0000-4000-8000-000000000001"},
+            {"type": "summary", "summary": "Seed order", "leafUuid": "11111111-0000-4000-8000-000000000002"},
+        ],
+    )
+    code, out, err = run(pointer, "--owner", user.username)
+    assert code == 2  # nothing to import
+    assert "2 bookkeeping line(s) of a conversation without messages not kept" in out
+    assert not Conversation.objects.exists()
 
 
 def test_the_admin_transcript_shows_each_rows_time(tmp_path, admin_client, admin_user):

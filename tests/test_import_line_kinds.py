@@ -549,7 +549,10 @@ def stream_case(lines: list[Any], landing: Landing, base: bool = True):
 
 STREAM = {
     "`system` · `init`": stream_case(
-        [stream_line("system", subtype="init", cwd="/home/dev/garden-planner", model="m")],
+        [
+            stream_line("system", subtype="init", cwd="/home/dev/garden-planner", model="m"),
+            stream_line("result", subtype="error_during_execution", is_error=True),
+        ],
         title("/home/dev/garden-planner"),
         base=False,
     ),

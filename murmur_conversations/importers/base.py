@@ -54,6 +54,8 @@ from murmur_conversations.models import Conversation, DisplayMessage, Message, T
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
+#: Source records held, at most, while a conversation has nothing to show yet.
+HOLD_RECORDS: Final = 4 * BATCH
 _RETRIES: Final = 3
 T = TypeVar("T")
 
@@ -63,7 +65,8 @@ class Outcome:
     """What importing one source did. ``usable`` counts the items that landed (or would, with
     ``--dry-run``); ``problems`` the refused lines; ``conversations`` the conversation ids;
     ``unknown_kinds`` the unknown records by kind; ``subagent_lines`` the lines kept for subagents;
-    ``titles`` the titles this import set, per conversation id."""
+    ``bookkeeping_only`` the lines of keys that had nothing to show (not kept); ``titles`` the
+    titles this import set, per conversation id."""
 
     messages_added: int = 0
     messages_seen: int = 0
@@ -72,6 +75,7 @@ class Outcome:
     interrupted: int = 0
     replayed: int = 0
     subagent_lines: int = 0
+    bookkeeping_only: int = 0
     conversations: list[str] = field(default_factory=list)
     unknown_kinds: Counter[str] = field(default_factory=Counter)
     titles: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -136,6 +140,7 @@ class _Writer:
         self.created: set[str] = set()  # conversations this import created
         self.previous_titles = previous_titles or {}
         self.final = final
+        self.unknown_held = False  # an unknown record of the current key: kept whatever comes
 
     def problem(self, problem: Problem) -> None:
         self.outcome.problems += 1
@@ -165,10 +170,13 @@ class _Writer:
         elif isinstance(item, Kept):
             self.kept(item)
         elif isinstance(item, ToolUpdate):
+            self.outcome.usable += 1
             self.tool_update(item)
         elif isinstance(item, StatusChange):
+            self.outcome.usable += 1
             self.status(item)
         elif isinstance(item, Notice):
+            self.outcome.usable += 1
             self.notice(item)
         elif isinstance(item, Delta):
             self.delta(item)
@@ -180,6 +188,7 @@ class _Writer:
         self.refused_ids.clear()
         self.first_time = None
         self.title = None
+        self.unknown_held = False
 
     def best_title(self) -> str:
         """The best ``Title`` so far, else the first user text held (wrappers removed)."""
@@ -227,8 +236,22 @@ class _Writer:
     def end_conversation(self) -> None:
         """Write what is held for the current key, then give it the best title the log had (a
         ``Title`` item), unless a person has changed the title since an import set it, or an
-        import set a title of a higher rank (docs/formats.md "Titles")."""
-        self.flush()
+        import set a title of a higher rank (docs/formats.md "Titles"). Bookkeeping lines of a
+        key that gave nothing to show are kept only when its conversation exists already."""
+        if (
+            self.conversation is None
+            and self.records
+            and not self.messages
+            and not self.dry_run
+            and not self.unknown_held
+        ):
+            assert self.key is not None
+            if not Conversation.objects.filter(
+                owner=self.owner, source=self.source, external_id=self.key
+            ).exists():
+                self.outcome.bookkeeping_only += len(self.records)
+                self.records = []
+        self.flush(force=True)
         conversation = self.conversation
         best = self.title
         if conversation is None or self.dry_run or best is None or not best.text:
@@ -272,9 +295,10 @@ class _Writer:
             self.problem(Problem(item.line, "source key is empty or longer than 255 characters"))
             return
         self.time(item.at)
-        self.outcome.usable += 1
         if item.unknown:
             self.outcome.unknown_kinds[item.kind or item.record_type] += 1
+            self.outcome.usable += 1
+            self.unknown_held = True
         if item.subagent is not None:
             self.outcome.subagent_lines += 1
         self.records.append(
@@ -288,13 +312,19 @@ class _Writer:
         if len(self.records) >= BATCH:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the held messages and source records in one ``save_messages`` call."""
+    def flush(self, *, force: bool = False) -> None:
+        """Write the held messages and source records in one ``save_messages`` call. Source
+        records alone do not create a conversation: they wait (up to ``HOLD_RECORDS``) for
+        something to show, so a file of bookkeeping lines only does not become an empty
+        conversation (docs/formats.md "What every import does")."""
         if not self.messages and not self.records:
             return
         if self.dry_run:
             self.messages, self.records = [], []
             return
+        if self.conversation is None and not self.messages and not force:
+            if len(self.records) < HOLD_RECORDS:
+                return
         try:
             conversation = self.ensure()
         except ConversationsError as error:

@@ -210,7 +210,7 @@ _WRAPPER = re.compile(
 )
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
-_TAG = re.compile(r"</?[a-z][a-z0-9-]*>")
+_TAG = re.compile(r"</?(command-[a-z]+|local-command-[a-z]+|system-reminder|bash-[a-z]+)>")
 
 
 def prompt_title(content: Any, limit: int = 80) -> str:

@@ -453,6 +453,11 @@ class Command(BaseCommand):
             )
         if outcome.replayed:
             text += f", {outcome.replayed} replayed result(s) dropped"
+        if outcome.bookkeeping_only:
+            text += (
+                f", {outcome.bookkeeping_only} bookkeeping line(s) of a conversation without "
+                "messages not kept"
+            )
         if outcome.subagent_lines:
             text += (
                 f", {outcome.subagent_lines} subagent line(s) kept as source records (subagents "
