@@ -526,7 +526,12 @@ def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
         tmp_path / "init.jsonl",
         [
             {"type": "system", "subtype": "init", "session_id": "6c", "cwd": "/home/dev/orchard"},
-            {"type": "result", "subtype": "error_during_execution", "session_id": "6c", "is_error": True},
+            {
+                "type": "result",
+                "subtype": "error_during_execution",
+                "session_id": "6c",
+                "is_error": True,
+            },
         ],
     )
     assert run(stream, exec_stream, no_answer, "--owner", user.username)[0] == 0
@@ -539,11 +544,19 @@ def test_a_file_of_bookkeeping_lines_only_makes_no_empty_conversation(tmp_path, 
     pointer = write_jsonl(
         tmp_path / "3f1e0c2a-0000-4000-8000-00000000000a.jsonl",
         [
-            {"type": "summary", "summary": "Bed layout", "leafUuid": "11111111-0000-4000-8000-000000000001"},
-            {"type": "summary", "summary": "Seed order", "leafUuid": "11111111-0000-4000-8000-000000000002"},
+            {
+                "type": "summary",
+                "summary": "Bed layout",
+                "leafUuid": "11111111-0000-4000-8000-000000000001",
+            },
+            {
+                "type": "summary",
+                "summary": "Seed order",
+                "leafUuid": "11111111-0000-4000-8000-000000000002",
+            },
         ],
     )
-    code, out, err = run(pointer, "--owner", user.username)
+    code, out, _err = run(pointer, "--owner", user.username)
     assert code == 2  # nothing to import
     assert "2 bookkeeping line(s) of a conversation without messages not kept" in out
     assert not Conversation.objects.exists()

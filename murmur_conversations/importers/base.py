@@ -322,9 +322,9 @@ class _Writer:
         if self.dry_run:
             self.messages, self.records = [], []
             return
-        if self.conversation is None and not self.messages and not force:
-            if len(self.records) < HOLD_RECORDS:
-                return
+        waiting = self.conversation is None and not self.messages and not force
+        if waiting and len(self.records) < HOLD_RECORDS:
+            return
         try:
             conversation = self.ensure()
         except ConversationsError as error:
