@@ -206,7 +206,7 @@ class Command(BaseCommand):
                 result = importer.run(source, stdin)
                 results.append(result)
                 if len(sources) <= TABLE_ROWS:
-                    self._result_line(result, dry_run)
+                    self._result_line(result, dry_run, table)
         if table:
             self._table(results, time.monotonic() - started, progress.lines, total)
         return results
@@ -224,34 +224,37 @@ class Command(BaseCommand):
             )
 
     def _table(self, results: list[FileResult], seconds: float, lines: int, size: int) -> None:
-        """The end table: one row per file, or counts per status with the refused files named
-        when there are many (docs/formats.md "Whole folders")."""
+        """The end table (docs/formats.md "Whole folders"): totals and counts per status, then
+        one row per file, or, past ``TABLE_ROWS`` files, the refused ones and those with refused
+        lines only."""
         rate = size / seconds / 1e6 if seconds > 0 else 0.0
+        counts = Counter(r.status for r in results)
+        per_status = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
         self.stdout.write(
             f"{len(results)} file(s), {lines} line(s), {size / 1e6:.1f} MB in {seconds:.1f} s "
-            f"({rate:.1f} MB/s)"
+            f"({rate:.1f} MB/s): {per_status}"
         )
-        rows = (
-            results
-            if len(results) <= TABLE_ROWS
-            else [r for r in results if r.status == "refused" or r.problems][:TABLE_ROWS]
-        )
-        if len(results) > TABLE_ROWS:
-            counts = Counter(r.status for r in results)
+        many = len(results) > TABLE_ROWS
+        troubled = [r for r in results if r.status == "refused" or r.problems]
+        rows = troubled[:TABLE_ROWS] if many else results
+        if many:
             for status in STATUSES:
                 if counts[status]:
                     self.stdout.write(f"  {status:<10} {counts[status]:>6} file(s)")
             if rows:
                 self.stdout.write("  refused or with refused lines:")
+        if rows:
+            self.stdout.write(f"  {'status':<10} {'format':<12} {'added':>6}  file")
         for r in rows:
-            added = r.outcome.messages_added if r.outcome is not None else 0
-            detail = r.reason or (f"{added} message(s) added" if r.outcome is not None else "")
+            added = str(r.outcome.messages_added) if r.outcome is not None else "-"
+            detail = f": {r.reason}" if r.reason else ""
             if r.outcome is not None and r.outcome.problems:
-                detail += f", {r.outcome.problems} line(s) refused"
-            self.stdout.write(f"  {r.status:<10} {r.format or '-':<12} {r.name}: {detail}")
-        hidden = sum(r.status == "refused" or bool(r.problems) for r in results) - len(rows)
-        if len(results) > TABLE_ROWS and hidden > 0:
-            self.stdout.write(f"  ... and {hidden} more")
+                detail += f" ({r.outcome.problems} line(s) refused)"
+            self.stdout.write(
+                f"  {r.status:<10} {r.format or '-':<12} {added:>6}  {r.name}{detail}"
+            )
+        if many and len(troubled) > len(rows):
+            self.stdout.write(f"  ... and {len(troubled) - len(rows)} more")
 
     # ------------------------------------------------------------------ arguments
 
@@ -418,7 +421,7 @@ class Command(BaseCommand):
             )
         self._exit(results)
 
-    def _result_line(self, result: FileResult, dry_run: bool) -> None:
+    def _result_line(self, result: FileResult, dry_run: bool, table: bool) -> None:
         """One line per source: its summary, or why nothing was read."""
         if result.outcome is not None:
             how = {
@@ -426,6 +429,8 @@ class Command(BaseCommand):
                 "reread": "; changed since the last import, read whole again",
             }.get(result.status, "")
             self._summary(result.name, result.format, result.outcome, dry_run, how)
+        elif table:
+            return  # the end table says it
         elif result.status == "unchanged":
             self.stdout.write(
                 f"{result.name} ({result.format}): unchanged since the last import; skipped "
