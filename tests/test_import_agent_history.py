@@ -617,3 +617,40 @@ def test_the_corpus_is_read(tmp_path):
     if not CORPUS.is_dir():
         pytest.skip(f"needs the corpus: set MURMUR_CORPUS ({CORPUS} not found)")
     assert len(CORPUS_LOGS) >= 11
+
+
+def test_a_followed_session_shows_each_result_at_once(tmp_path, user, monkeypatch):
+    """Live (``--follow``): a result closes the answer it answers at once; the next block of the
+    same answer is stored as its continuation (docs/formats.md "Claude Code")."""
+    from murmur_conversations.management.commands import import_conversations
+    from tests.test_import_follow import Appender, follow
+
+    monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
+    c = Claude()
+    lines = [
+        c.prompt("Read both files"),
+        c.answer("msg_p", tool_use("toolu_a", command="cat a")),
+        c.result("toolu_a", "A"),
+        c.answer("msg_p", tool_use("toolu_b", command="cat b")),
+        c.result("toolu_b", "B"),
+        c.answer("msg_q", "Both read."),
+    ]
+    path = write_jsonl(tmp_path / "live.jsonl", lines[:3])
+    chunks = [
+        write_jsonl(tmp_path / f"c{n}.jsonl", [line]).read_bytes()
+        for n, line in enumerate(lines[3:])
+    ]
+    appender = Appender(path, chunks, [])
+    code, _, err = follow(path, user, appender)
+    assert code == 0, err
+    # after the first three lines the result of toolu_a was there, before any later line
+    assert appender.seen[0][1] == 3
+    assert list(Message.objects.order_by("position").values_list("message_id", flat=True)) == [
+        lines[0]["uuid"],
+        "msg_p",
+        lines[2]["uuid"],
+        "msg_p:1",
+        lines[4]["uuid"],
+        "msg_q",
+    ]
+    assert set(ToolCall.objects.values_list("status", flat=True)) == {"completed"}

@@ -206,6 +206,9 @@ class ClaudeParser:
             self.prompt_titled = bool(resume.get("prompt_titled"))
             self.continues = resume.get("last") if isinstance(resume.get("last"), dict) else None
         self.begun = False  # whether Begin was given for self.key
+        #: Live (``--follow``): a result closes the answer it answers at once, so it shows now;
+        #: further lines of that answer are then stored as its continuation (``<id>:<n>``).
+        self.eager = context.live
 
     # ------------------------------------------------------------------ hooks for subclasses
 
@@ -346,7 +349,10 @@ class ClaudeParser:
             held.calls |= _call_ids(blocks)
             return []
         out = self._close()
-        if message_id is not None and message_id in self.closed:
+        continued = self.continues
+        self.continues = None
+        continues = continued is not None and continued.get("id") == message_id
+        if message_id is not None and message_id in self.closed and not continues:
             return out  # a replayed answer: given already
         merged: dict[str, Any] = {"role": "assistant", "content": list(blocks), **rest}
         notice = _assistant_notice(value, message)
@@ -355,13 +361,12 @@ class ClaudeParser:
             merged["notice"] = notice
         first_block = 0
         if message_id is not None:
-            continued = self.continues
-            if continued is not None and continued.get("id") == message_id:
+            if continues:
+                assert continued is not None
                 first_block = int(continued.get("blocks") or 0)
                 merged = {"id": f"{message_id}:{first_block}", **merged}
             else:
                 merged = {"id": message_id, **merged}
-        self.continues = None
         self.open = _Open(merged, line.number, at, _call_ids(blocks), first_block=first_block)
         return out
 
@@ -399,6 +404,7 @@ class ClaudeParser:
         if any(p.get("role") == "tool" for p in parts):
             return self._results(value, parts, uuid, line, at)
         out = self._close()
+        self.continues = None
         notice = _user_notice(value, base["content"])
         for n, part in enumerate(parts):
             if notice is not None:
@@ -456,12 +462,17 @@ class ClaudeParser:
                 self.results.add(call_id)
                 item = Parsed(part, line.number, at, once=True)
             held = self.open
-            if held is not None and (
-                item.message.get("tool_call_id") in held.calls or held.results
+            if (
+                held is not None
+                and not self.eager
+                and (item.message.get("tool_call_id") in held.calls or held.results)
             ):
                 held.results.append(item)
             else:
+                answered = held is not None and item.message.get("tool_call_id") in held.calls
                 out.extend(self._close())
+                if answered:
+                    self.continues = self.last  # live: more lines of that answer continue it
                 out.append(item)
         return out
 

@@ -157,11 +157,14 @@ class ParseContext:
     """What a parser may know besides the lines: the source's file name parts (empty for stdin),
     the ``--conversation-id`` option, and ``resume``: the state a parser of the same format gave
     (``snapshot``) when an earlier import of this file stopped, when the lines fed now are the
-    ones appended since."""
+    ones appended since; ``live`` for ``--follow``."""
 
     path_parts: tuple[str, ...] = ()
     conversation_id: str | None = None
     resume: dict[str, Any] | None = None
+    #: A live stream (``--follow``): a parser gives what it can at once rather than wait for
+    #: lines that may complete it.
+    live: bool = False
 
 
 class Parser(Protocol):

@@ -337,7 +337,8 @@ class Command(BaseCommand):
                 source = detected
                 lines = _chain(head, lines)
             parser = registry.make_parser(
-                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
+                source,
+                ParseContext(path_parts=parts, conversation_id=conversation_id, live=True),
             )
             try:
                 outcome = run_import(
