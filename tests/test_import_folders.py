@@ -47,7 +47,15 @@ def history(root):
         / "agent-a1.jsonl",
         [sub.prompt("Count packets", isSidechain=True, agentId="a1", sessionId=c.session)],
     )
+    write_jsonl(  # an older version's subagent log, beside the sessions
+        root / "claude" / "projects" / "-home-dev-garden" / "agent-3f9a1c2e.jsonl",
+        [sub.prompt("Count seeds", isSidechain=True, agentId="3f9a1c2e", sessionId=c.session)],
+    )
     (root / "claude" / "projects" / "-home-dev-garden" / "notes.txt").write_text("not a log")
+    write_jsonl(  # a name like a subagent's, but not one: imported
+        root / "claude" / "projects" / "-home-dev-garden" / "agent-history-export.jsonl",
+        [Claude(session="ffffffff-0000-4000-8000-00000000000f").prompt("Exported history")],
+    )
     x = Codex()
     rollout = write_jsonl(
         root / "codex" / "sessions" / "2025" / "05" / "04" / "rollout-2025-05-04T10-00-00-x.jsonl",
@@ -64,14 +72,15 @@ def test_a_folder_imports_every_file_in_its_own_format(tmp_path, user):
     )
     assert code == 1  # settings.jsonl is not a log: refused, everything else imported
     assert "settings.jsonl: refused whole: cannot tell the format" in err
-    assert "4 file(s)" in out
+    assert "6 file(s)" in out
     assert "agent-a1.jsonl: a Claude Code subagent log" in out
-    table = out[out.index("4 file(s)") :]
+    assert "agent-3f9a1c2e.jsonl: a Claude Code subagent log" in out
+    table = out[out.index("6 file(s)") :]
     assert "imported   claude-code" in table and "imported   codex" in table
     assert "skipped    -" in table and "refused    -" in table
     titles = sorted(Conversation.objects.filter(owner=user).values_list("title", flat=True))
-    assert titles == ["Garden beds", "List the beds"]
-    assert ImportedSource.objects.filter(owner=user).count() == 2  # the refused one is not kept
+    assert titles == ["Exported history", "Garden beds", "List the beds"]
+    assert ImportedSource.objects.filter(owner=user).count() == 3  # the refused one is not kept
 
 
 def test_a_rerun_skips_unchanged_files_without_parsing_them(tmp_path, user, monkeypatch):
@@ -85,8 +94,8 @@ def test_a_rerun_skips_unchanged_files_without_parsing_them(tmp_path, user, monk
     monkeypatch.setattr(registry, "make_parser", no_parsing)
     code, out, err = run(tmp_path, "--owner", user.username)
     assert (code, err) == (0, "")
-    assert "2 unchanged" in out
-    assert out.count("  unchanged  ") == 2
+    assert "3 unchanged" in out
+    assert out.count("  unchanged  ") == 3
     assert [(c.pk, c.last_event_seq) for c in Conversation.objects.order_by("pk")] == before
 
 
@@ -222,10 +231,10 @@ def test_what_was_read_is_kept_per_owner_and_goes_with_the_owner(tmp_path, make_
     assert run(tmp_path, "--owner", alice.username)[0] == 0
     code, out, _ = run(tmp_path, "--owner", bob.username)
     assert code == 0 and "unchanged" not in out  # bob's import does not reuse alice's
-    assert ImportedSource.objects.filter(owner=bob).count() == 2
+    assert ImportedSource.objects.filter(owner=bob).count() == 3
     alice.delete()
     assert ImportedSource.objects.filter(owner_id=alice.pk).count() == 0
-    assert ImportedSource.objects.count() == 2
+    assert ImportedSource.objects.count() == 3
 
 
 def test_many_files_end_with_a_table_per_status(tmp_path, user):
@@ -252,7 +261,7 @@ def test_the_progress_bar_shows_files_lines_and_rate_on_a_terminal(
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert run(tmp_path, "--owner", user.username)[0] == 0
     shown = capsys.readouterr().err
-    assert "import" in shown and "B/s" in shown and "file 3/3" in shown
+    assert "import" in shown and "B/s" in shown and "file 5/5" in shown and "lines" in shown
 
 
 def test_stdin_beside_a_folder(tmp_path, user):
@@ -264,7 +273,7 @@ def test_stdin_beside_a_folder(tmp_path, user):
     code, out, _ = run(tmp_path / "home", "-", "--owner", user.username, stdin=io.BytesIO(data))
     assert code == 0
     assert "<stdin> (codex): 1 conversation(s)" in out
-    assert Conversation.objects.filter(owner=user).count() == 3
+    assert Conversation.objects.filter(owner=user).count() == 4
 
 
 class FolderWatcher:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,14 +55,21 @@ class Source:
     skip: str = ""
 
 
+_AGENT_ID: Final = re.compile(r"agent-[0-9a-f]{6,40}\.jsonl")
+
+
 def _subagent_log(path: Path) -> bool:
-    return path.name.startswith("agent-") and path.suffix == ".jsonl"
+    """Claude Code subagent logs: ``<session>/subagents/agent-*.jsonl``, and in older versions
+    ``agent-<hex id>.jsonl`` beside the sessions."""
+    if path.suffix != ".jsonl" or not path.name.startswith("agent-"):
+        return False
+    return path.parent.name == "subagents" or _AGENT_ID.fullmatch(path.name) is not None
 
 
 def expand(paths: Iterable[str]) -> list[Source]:
     """The sources of ``paths``: stdin, files as given, and the ``*.jsonl``/``*.ndjson`` files of
     folders (recursively, in name order, symbolic links to folders not followed); each real file
-    once. Claude Code subagent logs (``agent-*.jsonl``) found in a folder are skipped."""
+    once. Claude Code subagent logs found in a folder are skipped (see :func:`_subagent_log`)."""
     seen: set[str] = set()
     out: list[Source] = []
     for given in paths:
