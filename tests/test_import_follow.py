@@ -15,11 +15,10 @@ from django.core.management.base import CommandError
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
-from tests.test_import import CORPUS
 
 pytestmark = pytest.mark.django_db
 
-MUSE = CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl"
+MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"
 LAYER_CHECK = import_conversations.layer_is_process_local
 
 
@@ -79,8 +78,8 @@ def run(*args, stdin=None, follow_wait=None):
     return 0, out.getvalue(), err.getvalue()
 
 
-def test_follow_a_file_line_by_line(tmp_path, user, deltas):
-    lines = MUSE.read_bytes().splitlines(keepends=True)
+def test_follow_a_file_line_by_line(corpus, tmp_path, user, deltas):
+    lines = (corpus / MUSE).read_bytes().splitlines(keepends=True)
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
     wait = Appender(path, lines, deltas)
@@ -124,16 +123,16 @@ def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
     assert Message.objects.count() == 1
 
 
-def test_follow_stdin_until_it_ends(user, deltas):
+def test_follow_stdin_until_it_ends(corpus, user, deltas):
     code, out, err = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert (code, err) == (0, "")
     assert "<stdin> (muse): 1 conversation(s), 6 message(s) added" in out
     assert len(deltas) == 6  # four answer deltas, two tool outputs
     assert ToolCall.objects.filter(status="completed").count() == 2
     code, out, _ = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert code == 0
     assert "0 message(s) added of 6 read" in out
@@ -146,8 +145,8 @@ def test_follow_stdin_until_it_ends(user, deltas):
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(user, name, messages, calls):
-    data = (CORPUS / name).read_bytes()
+def test_follow_other_live_streams(corpus, user, name, messages, calls):
+    data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
     assert Message.objects.count() == messages
@@ -166,8 +165,8 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas)
     assert [m.message_id for m in Message.objects.order_by("position")] == ["m1", "m3"]
 
 
-def test_follow_dry_run_and_empty_or_unknown_streams(user):
-    stdin = io.BytesIO(MUSE.read_bytes())
+def test_follow_dry_run_and_empty_or_unknown_streams(corpus, user):
+    stdin = io.BytesIO((corpus / MUSE).read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
     assert "6 message(s) readable" in out
@@ -180,9 +179,9 @@ def test_follow_dry_run_and_empty_or_unknown_streams(user):
     assert not Conversation.objects.exists()
 
 
-def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
+def test_process_local_layer_is_said_on_stderr(corpus, monkeypatch, user):
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
-    stdin = io.BytesIO(MUSE.read_bytes())
+    stdin = io.BytesIO((corpus / MUSE).read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
     assert code == 0
     assert "database tailing" in err
