@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -18,7 +19,9 @@ from murmur_conversations.models import Conversation, Message, ToolCall
 
 pytestmark = pytest.mark.django_db
 
-MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"
+MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"  # in the real-log corpus
+#: Our own muse journal (tests/fixtures/README.md), for the tests a bare clone runs.
+OUR_MUSE = Path(__file__).resolve().parent / "fixtures" / "muse" / "notes_run.jsonl"
 LAYER_CHECK = import_conversations.layer_is_process_local
 
 
@@ -101,6 +104,29 @@ def test_follow_a_file_line_by_line(corpus, tmp_path, user, deltas):
     assert Conversation.objects.get().status == "idle"
 
 
+def test_follow_our_muse_journal_line_by_line(tmp_path, user, deltas):
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"")
+    wait = Appender(path, OUR_MUSE.read_bytes().splitlines(keepends=True), deltas)
+    code, out, err = follow(path, user, wait)
+    assert (code, err) == (0, "")
+    assert "(muse): 1 conversation(s), 7 message(s) added of 7 read" in out
+    by_lines = {written: (messages, sent) for written, messages, sent in wait.seen}
+    assert by_lines[3] == (0, 0)
+    assert by_lines[4] == (1, 0)  # the prompt, stored as soon as its line arrived
+    assert by_lines[15] == (2, 0)  # the list_dir call's card, once its key names the call
+    assert by_lines[18] == (2, 1)  # its output streamed, not stored
+    assert by_lines[20] == (3, 1)  # its result
+    assert by_lines[24] == (5, 2)  # spell_check: call, output, failed result
+    assert by_lines[35] == (6, 5)  # three answer deltas, the answer not stored yet
+    assert by_lines[38] == (7, 5)  # the terminal: the answer, once
+    answer = [text for stream, text in deltas if stream == "c0de0001-1111-4222-8333-444455556666"]
+    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    statuses = sorted(ToolCall.objects.values_list("status", flat=True))
+    assert statuses == ["cancelled", "completed", "failed"]
+    assert Conversation.objects.get().status == "idle"
+
+
 def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
     line = json.dumps({"role": "user", "content": "hello", "id": "m1"}).encode() + b"\n"
     path = tmp_path / "conversation.jsonl"
@@ -165,11 +191,11 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas)
     assert [m.message_id for m in Message.objects.order_by("position")] == ["m1", "m3"]
 
 
-def test_follow_dry_run_and_empty_or_unknown_streams(corpus, user):
-    stdin = io.BytesIO((corpus / MUSE).read_bytes())
+def test_follow_dry_run_and_empty_or_unknown_streams(user):
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
-    assert "6 message(s) readable" in out
+    assert "7 message(s) readable" in out
     assert not Conversation.objects.exists()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(b""))
     assert code == 2
@@ -179,9 +205,9 @@ def test_follow_dry_run_and_empty_or_unknown_streams(corpus, user):
     assert not Conversation.objects.exists()
 
 
-def test_process_local_layer_is_said_on_stderr(corpus, monkeypatch, user):
+def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
-    stdin = io.BytesIO((corpus / MUSE).read_bytes())
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
     assert code == 0
     assert "database tailing" in err
