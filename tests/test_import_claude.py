@@ -1,5 +1,5 @@
-"""Claude Code session transcripts and ``stream-json`` output (docs/formats.md and
-4b; docs/formats.md): every corpus file with hand-counted messages, calls and source records;
+"""Claude Code session transcripts and ``stream-json`` output (docs/formats.md, "Claude
+Code"): every corpus file with hand-counted messages, calls and source records;
 lines merged by ``message.id``; sidechain and subagent lines kept only; injected lines; errors."""
 
 from __future__ import annotations
