@@ -102,6 +102,8 @@ class ExecParser(HeldUntilKeyed):
             exit_code = item.get("exit_code")
             failed = status == "failed" or (isinstance(exit_code, int) and exit_code != 0)
             output = item.get("aggregated_output")
+            # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+            # (docs/formats.md), so it stays spelled as it always was.
             content = output if isinstance(output, str) else json.dumps(item, ensure_ascii=False)
             result = {
                 "role": "tool",

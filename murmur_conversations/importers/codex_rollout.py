@@ -101,6 +101,8 @@ def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
         }
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = payload.get("output", "")
+        # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+        # (docs/formats.md), so it stays spelled as it always was.
         return {
             "role": "tool",
             "tool_call_id": payload.get("call_id"),
