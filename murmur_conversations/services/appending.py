@@ -9,6 +9,7 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
+import murmur_conversations.services.fastpath as fastpath  # a module, so tests can swap eligible()
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -26,7 +27,6 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services import fastpath
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
     ConversationRef,
