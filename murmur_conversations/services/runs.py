@@ -8,12 +8,6 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from murmur_conversations._write import (
-    ConversationRef,
-    Write,
-    conversation_pk,
-    writing,
-)
 from murmur_conversations.models import (
     OPEN_TOOL_STATUSES,
     ContentType,
@@ -25,13 +19,8 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services._common import (
-    _call_row_metadata,
-    _move_call,
-    _new_row,
-    _save_calls,
-    _save_rows,
-)
+from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
+from murmur_conversations.services.writing import ConversationRef, Write, conversation_pk, writing
 
 
 def _close_calls(write: Write, status: str, reason: str, statuses: Iterable[str]) -> None:
@@ -43,19 +32,19 @@ def _close_calls(write: Write, status: str, reason: str, statuses: Iterable[str]
     if not calls:
         return
     for call in calls:
-        _move_call(write, call, status, interrupt_reason=reason)
-    _save_calls(write, calls)
+        move_call(write, call, status, interrupt_reason=reason)
+    save_calls(write, calls)
+    by_pk: dict[int | None, ToolCall] = {call.pk: call for call in calls}
     rows = list(
-        DisplayMessage.objects.using(write.using)
-        .filter(tool_call__in=calls, content_type=ContentType.TOOL_CALL)
-        .select_related("tool_call")
+        DisplayMessage.objects.using(write.using).filter(
+            tool_call__in=calls, content_type=ContentType.TOOL_CALL
+        )
     )
     for row in rows:
-        assert row.tool_call is not None
-        row.tool_call = write.calls_changed[row.tool_call.pk]
-        _call_row_metadata(row, row.tool_call)
+        row.tool_call = call = by_pk[row.tool_call_id]  # the moved instance, not a second read
+        update_card(row, call)
         write.mark_updated(row)
-    _save_rows(write, rows)
+    write.save_rows(rows)
 
 
 def cancel_run(*, conversation: ConversationRef) -> Conversation:
@@ -73,9 +62,7 @@ def cancel_run(*, conversation: ConversationRef) -> Conversation:
         if conv.status == ConversationStatus.CANCELLED and not open_calls:
             return conv
         _close_calls(write, ToolStatus.CANCELLED, "", OPEN_TOOL_STATUSES)
-        row = _new_row(
-            write,
-            None,
+        row = write.new_row(
             message_type=MessageType.SYSTEM,
             content_type=ContentType.NOTIFICATION,
             status=ToolStatus.COMPLETED,
