@@ -14,8 +14,15 @@ from datetime import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.db import close_old_connections, connections
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -45,6 +52,13 @@ def agent_delay() -> float:
 def index(request: HttpRequest) -> HttpResponse:
     """The demo page: sidebar and transcript, filled in by ``demo/demo.js`` from the API."""
     return render(request, "demo/index.html")
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: where browsers look on pages without an icon link (the admin's); a
+    redirect to the demo's icon, so they do not log a 404 on every page."""
+    return HttpResponsePermanentRedirect(static("demo/favicon.svg"))
 
 
 def _play(conversation: Conversation, delay: float) -> None:
