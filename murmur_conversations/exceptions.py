@@ -31,6 +31,11 @@ class InvalidPendingAsk(ConversationsError, ValueError):
     cannot carry one (only ``paused`` and ``interrupted`` can)."""
 
 
+class NoPendingAsk(ConversationsError):
+    """There is no pending ask to answer: none is set (it was answered, cancelled or never asked),
+    or it was set or changed after the event_seq the answer was written against."""
+
+
 class InvalidStatus(ConversationsError, ValueError):
     """A conversation status outside ``ConversationStatus``."""
 

@@ -29,15 +29,23 @@ from murmur_conversations.services.conversations import (
     update_conversation,
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
-from murmur_conversations.services.runs import cancel_run, recover_interrupted
+from murmur_conversations.services.runs import (
+    MAX_ANSWER_CHARS,
+    answer_pending_ask,
+    cancel_run,
+    recover_interrupted,
+)
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
 
 __all__ = [
     "ALLOWED_MOVES",
+    "MAX_ANSWER_CHARS",
     "UNSET",
+    "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
+    "answer_pending_ask",
     "aresolve_tool_result",
     "asave_message",
     "asave_messages",
@@ -71,5 +79,6 @@ asave_synthetic_message = sync_to_async(save_synthetic_message)
 aupdate_conversation = sync_to_async(update_conversation)
 aset_status = sync_to_async(set_status)
 acancel_run = sync_to_async(cancel_run)
+aanswer_pending_ask = sync_to_async(answer_pending_ask)
 adelete_conversation = sync_to_async(delete_conversation)
 abroadcast_delta = sync_to_async(broadcast_delta)
