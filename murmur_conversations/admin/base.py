@@ -51,7 +51,7 @@ class LeanChangeList(ChangeList):
                 raise IncorrectLookupParameters("a NUL character in the query string")
         filters = super().get_filters(request)
         specs, remaining = filters[0], filters[2]
-        offered = getattr(self.model_admin, "link_lookups", frozenset())
+        offered: frozenset[str] = getattr(self.model_admin, "link_lookups", frozenset())
         unknown = sorted(key for key in remaining if key not in offered)
         if unknown:
             raise IncorrectLookupParameters(f"{unknown[0]} is not a filter of this list")
@@ -113,7 +113,7 @@ class ReadOnlyAdmin(ModelAdminBase):
         if isinstance(response, HttpResponseRedirect) and self.has_view_permission(request):
             url = add_preserved_filters(
                 {"preserved_filters": self.get_preserved_filters(request), "opts": self.opts},
-                self.changelist_url(self.opts.model_name),
+                self.changelist_url(str(self.opts.model_name)),
             )
             return HttpResponseRedirect(url)
         return response

@@ -9,7 +9,6 @@ malformed ids alike). Every failure body is exactly ``{"error", "code"}``.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from django.core.exceptions import RequestDataTooBig
@@ -22,6 +21,7 @@ from rest_framework.response import Response
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import exception_handler
+from murmur_conversations.api.params import decode_json
 from murmur_conversations.api.schema import document
 from murmur_conversations.representations import unix_ms
 from murmur_conversations.selectors import conversation_for, conversations_for, transcript
@@ -57,8 +57,8 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     ``ERR_INVALID_WIRE_OP`` for anything that is not a JSON object with a known ``op`` (and a
     non-blank string ``sessionId`` for the transcript and pending ops)."""
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeError, RecursionError):
+        body = decode_json(raw)
+    except ValueError:
         raise invalid_op("The body must be a JSON object.") from None
     if not isinstance(body, dict):
         raise invalid_op("The body must be a JSON object.")
@@ -73,12 +73,13 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     return op, session_id
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 class SessionWireView(AppAPIView):
-    """The wire: one POST whose body names the op."""
+    """The wire: one POST whose body names the op.
+
+    The body is read as bytes and decoded as JSON whatever its content type (a browser ``fetch``
+    with a string body sends ``text/plain``); no parser runs, so no content type is refused, and
+    a cookie client's CSRF token is read from the ``X-CSRFToken`` header.
+    """
 
     permission_classes: tuple[
         type[BasePermission], ...
