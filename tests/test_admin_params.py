@@ -360,3 +360,59 @@ def test_deleting_keeps_the_lists_filters(client, make_user, make_conversation):
     assert response.status_code == 302
     assert response["Location"] == f"{changelist('conversation')}?status__exact=idle&q=doomed"
     assert not Conversation.objects.filter(pk=doomed.pk).exists()
+
+
+# ----------------------------------------------------------------------------- actions
+
+def drain(response) -> None:
+    """Read a streamed answer (an export) to its end, which closes its file (the test client
+    closes a streamed response when its content is exhausted)."""
+    if response.streaming:
+        b"".join(response.streaming_content)
+
+
+BAD_SELECTIONS = [["nope"], ["%00"], ["\x00"], ["9" * 30], ["", " "], [str(uuid.uuid4()).upper()]]
+
+
+@pytest.mark.parametrize("action", ["export_murmur_jsonl", "delete_selected", "bogus", ""])
+@pytest.mark.parametrize("selected", BAD_SELECTIONS)
+def test_actions_on_ids_that_name_no_row_change_nothing(admin_client, world, action, selected):
+    before = Conversation.objects.count()
+    for extra in ({}, {"post": "yes"}, {"index": "x"}, {"select_across": "0"}):
+        body = {"action": action, "index": "0", "_selected_action": selected, **extra}
+        response = admin_client.post(changelist("conversation"), body)
+        drain(response)
+        assert response.status_code in (200, 302), (action, selected, extra)
+    assert Conversation.objects.count() == before
+
+
+def test_an_action_keeps_the_valid_ids_among_bad_ones(admin_client, world):
+    response = admin_client.post(
+        changelist("conversation"),
+        {
+            "action": "delete_selected",
+            "index": "0",
+            "post": "yes",
+            "_selected_action": ["nope", world["conversation"], "\x00"],
+        },
+    )
+    drain(response)
+    assert response.status_code == 302
+    assert not Conversation.objects.filter(pk=world["conversation"]).exists()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_no_action_post_is_a_server_error(admin_client, world, model):
+    @QUICK
+    @given(
+        action=st.sampled_from(["export_murmur_jsonl", "delete_selected", "bogus", ""]),
+        selected=st.lists(st.one_of(st.text(max_size=40), st.uuids().map(str)), max_size=3),
+        index=st.sampled_from(["0", "1", "x", "-1", "9" * 30]),
+    )
+    def check(action, selected, index):
+        body = {"action": action, "index": index, "_selected_action": selected}
+        response = admin_client.post(changelist(model), body)
+        drain(response)
+        assert response.status_code in (200, 302), (body, response.status_code)
+
+    check()

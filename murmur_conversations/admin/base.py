@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.functions import Cast, Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -104,6 +106,29 @@ class ReadOnlyAdmin(ModelAdminBase):
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         """Never, unless a subclass says otherwise."""
         return False
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        """Django's action handling, with the selected ids that cannot name a row (not a valid
+        primary key) dropped first, like ids of rows that no longer exist: Django would pass them
+        to ``pk__in`` and answer 500. Nothing valid left is Django's "Items must be selected"."""
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        valid = [value for value in selected if self._names_a_row(value)]
+        if len(valid) != len(selected):
+            post = request.POST.copy()
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, valid)
+            request.POST = post  # type: ignore[assignment]  # a QueryDict, as Django's
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def _names_a_row(self, value: str) -> bool:
+        pk_field = self.opts.pk
+        assert pk_field is not None
+        try:
+            pk = pk_field.to_python(value)
+        except ValidationError:
+            return False
+        return not isinstance(pk, int) or -(2**63) <= pk < 2**63
 
     def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
         """Django's answer (the success message), but back to the changelist (with its filters)
