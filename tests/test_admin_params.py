@@ -364,6 +364,7 @@ def test_deleting_keeps_the_lists_filters(client, make_user, make_conversation):
 
 # ----------------------------------------------------------------------------- actions
 
+
 def drain(response) -> None:
     """Read a streamed answer (an export) to its end, which closes its file (the test client
     closes a streamed response when its content is exhausted)."""
