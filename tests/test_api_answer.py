@@ -10,6 +10,8 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 from django.db import transaction
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from murmur_conversations import services, signals
@@ -445,3 +447,39 @@ async def test_websocket_clients_see_the_row_and_the_status(user, conversation):
     assert frames[0]["message"] == response.json()["messages"][0]
     assert (frames[1]["status"], frames[1]["pending"]) == ("idle", None)
     await communicator.disconnect()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+BODIES = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {"answer": st.one_of(st.text(max_size=30), JSON)},
+        optional={"event_seq": st.one_of(st.integers(min_value=-5, max_value=2**70), JSON)},
+    ),
+)
+
+
+@pytest.mark.django_db
+def test_no_body_is_a_server_error_and_a_refusal_writes_nothing(client, conversation):
+    @settings(max_examples=120, deadline=None, derandomize=True)
+    @given(body=BODIES)
+    def check(body):
+        if Conversation.objects.get(pk=conversation.pk).pending_ask is None:
+            paused(conversation)
+        before = state(conversation)
+        response = post_answer(client, conversation.pk, body)
+        assert response.status_code in (200, 400, 409), (body, response.content)
+        if response.status_code == 200:
+            assert isinstance(body, dict)
+            assert body["answer"].strip()
+            assert response.json()["messages"][0]["content"]["text"]
+            assert state(conversation)[0:2] == ("idle", None)
+        else:
+            assert response.json()["code"] in ("invalid_field", "no_pending_ask")
+            assert state(conversation) == before
+
+    check()
