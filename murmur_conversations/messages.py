@@ -85,6 +85,12 @@ def _flag(message: dict[str, Any], key: str) -> bool:
     return value
 
 
+def _no_null(arguments: Any) -> Any:
+    """A call's arguments as stored: JSON ``null`` (an ``input`` or parsed ``arguments`` of null)
+    means no arguments, ``{}``; the record keeps the message as given."""
+    return {} if arguments is None else arguments
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -118,7 +124,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                         name=check_short_string(
                             block.get("name") or "", what="tool_call block 'name'"
                         ),
-                        arguments=block.get("input", {}),
+                        arguments=_no_null(block.get("input")),
                     )
                 )
     openai_calls = message.get("tool_calls")
@@ -137,7 +143,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                     name=check_short_string(
                         function.get("name") or "", what="'tool_calls[].function.name'"
                     ),
-                    arguments=_parse_arguments(function.get("arguments", {})),
+                    arguments=_no_null(_parse_arguments(function.get("arguments"))),
                 )
             )
     return calls

@@ -21,7 +21,6 @@ from murmur_conversations.importers.records import (
     Problem,
     SourceLine,
 )
-from tests.test_import import CORPUS
 from tests.test_parsers import json_values, parse
 
 
@@ -34,8 +33,8 @@ def feed_all(fmt, lines, **context):
     return items
 
 
-def test_muse_deltas_are_previews_and_the_answer_comes_once():
-    lines = (CORPUS / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
+def test_muse_deltas_are_previews_and_the_answer_comes_once(corpus):
+    lines = (corpus / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
     items = feed_all("muse", lines)
     assert isinstance(items[0], Begin)
     assert [i.text for i in items if isinstance(i, Delta)] == ["Four"]
@@ -47,16 +46,16 @@ def test_muse_deltas_are_previews_and_the_answer_comes_once():
     assert sum(isinstance(i, Kept) for i in items) == len(lines)
 
 
-def test_muse_ids_are_stable_however_the_journal_is_cut():
-    lines = (CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
+def test_muse_ids_are_stable_however_the_journal_is_cut(corpus):
+    lines = (corpus / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
     whole = [i.message["id"] for i in feed_all("muse", lines) if isinstance(i, Parsed)]
     cut = [i.message["id"] for i in feed_all("muse", lines[:40]) if isinstance(i, Parsed)]
     assert whole[: len(cut)] == cut
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_kept_only():
-    lines = (CORPUS / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
+def test_claude_stream_subagent_lines_are_kept_only(corpus):
+    lines = (corpus / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
     parsed = [i for i in items if isinstance(i, Parsed)]
     assert [i.line for i in parsed] == [12, 22, 23]

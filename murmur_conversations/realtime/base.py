@@ -148,7 +148,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def tails(self) -> bool:
         """Whether this socket must poll the database: the layer cannot carry other processes'
-        events (docs/websocket.md, "Layers")."""
+        events (docs/websocket.md, "Deployment")."""
         return layer_is_process_local(self.channel_layer)
 
     def start_tail(self) -> None:

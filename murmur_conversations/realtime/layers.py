@@ -1,4 +1,4 @@
-"""A process-local channel layer whose work grows linearly with the members reached (docs/websocket.md, "Layers"; docs/websocket.md).
+"""A process-local channel layer whose work grows linearly with the members reached (docs/websocket.md, "Deployment").
 
 The stock ``InMemoryChannelLayer`` scans every channel and group on each receive and group send,
 so its cost grows with everything connected to the process. This layer keeps a reverse index from
