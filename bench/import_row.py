@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers
-from bench.harness import Benchmark, BenchmarkResult, RatioSpec, Variant, run_benchmark
-from bench.rows import Skip
+from bench.harness import (
+    Benchmark,
+    BenchmarkResult,
+    RatioSpec,
+    Skip,
+    Variant,
+    run_benchmark,
+)
 from bench.stats import Target, summarize_ratio
 
 FORMATS = {  # format: (corpus file, the largest real session of it; share of the size)

@@ -5,6 +5,19 @@ Declarations only. Every service raises one of these and never a raw database er
 
 from __future__ import annotations
 
+__all__ = [
+    "ConversationNotFound",
+    "ConversationsError",
+    "InvalidContent",
+    "InvalidPendingAsk",
+    "InvalidStatus",
+    "InvalidToolTransition",
+    "NoPendingAsk",
+    "OwnershipConflict",
+    "ToolCallNotFound",
+    "WriteConflict",
+]
+
 
 class ConversationsError(Exception):
     """Base class of every error this app raises on purpose."""

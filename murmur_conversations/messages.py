@@ -7,10 +7,10 @@ write starts, and ``display_parts`` lists the display rows it shows as (sagents
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.ids import new_message_id
 from murmur_conversations.models import ContentType, MessageType
@@ -91,17 +91,13 @@ def _no_null(arguments: Any) -> Any:
     return {} if arguments is None else arguments
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _parse_arguments(arguments: Any) -> Any:
     """OpenAI ``function.arguments`` is JSON text: parsed when valid, else kept as the string.
     NaN and Infinity are not valid, nor is nesting too deep to store; the parsed value follows the
     bad-text rule like the rest of the message."""
     if isinstance(arguments, str):
         try:
-            return clean_json(json.loads(arguments, parse_constant=_refuse_constant))
+            return clean_json(jsonenc.loads(arguments))
         except (ValueError, RecursionError):  # InvalidContent is a ValueError
             return arguments
     return arguments

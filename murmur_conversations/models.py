@@ -1,4 +1,4 @@
-"""The data model (docs/architecture.md): Conversation, Message (the record), DisplayMessage, ToolCall,
+"""The data model (docs/write-path.md): Conversation, Message (the record), DisplayMessage, ToolCall,
 SourceRecord.
 
 Rows are written only by ``services``. The invariants that the services rely on are named database
@@ -81,7 +81,7 @@ class MessageType(models.TextChoices):
 
 
 class ContentType(models.TextChoices):
-    """The shape of a display row's ``content`` (required keys in docs/architecture.md)."""
+    """The shape of a display row's ``content`` (required keys: ``validation.check_display_content``)."""
 
     TEXT = "text", "Text"
     """``{"text"}``."""

@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
+__all__ = [
+    "conversation_deleted",
+    "conversation_saved",
+    "conversation_updated",
+    "delta",
+    "display_message_updated",
+    "display_messages_saved",
+    "pending_answered",
+    "status_changed",
+    "tool_call_updated",
+]
+
 # Arguments: conversation (Conversation), rows (list[DisplayMessage], by seq), event_seq (int)
 display_messages_saved = Signal()
 

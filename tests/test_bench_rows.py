@@ -7,10 +7,9 @@ import json
 import pytest
 
 from bench import import_row
-from bench.harness import Benchmark, Variant, run_benchmark
+from bench.harness import Benchmark, Skip, Variant, run_benchmark
 from bench.http_row import parse_wrk, wrk_missing
 from bench.import_row import replicate, rewrite_ids
-from bench.rows import Skip
 
 WRK_OUTPUT = """Running 1s test @ http://127.0.0.1:8000/x
   1 threads and 8 connections

@@ -106,8 +106,8 @@ def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
 
 
 def test_run_agent_refuses_when_busy(client, user, monkeypatch):
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
-    assert views._runs.acquire(blocking=False)
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
+    assert views.run_slots.acquire(blocking=False)
     client.force_login(user)
     response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
     assert response.status_code == 429
@@ -121,12 +121,12 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeyp
         raise RuntimeError("agent exploded")
 
     monkeypatch.setattr(views, "run_demo_agent", boom)
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
     client.force_login(user)
     assert client.post("/demo/run-agent/", HTTP_ACCEPT="application/json").status_code == 202
     join_demo_runs()
     assert "agent exploded" in caplog.text
-    assert views._runs.acquire(blocking=False)  # the slot came back
+    assert views.run_slots.acquire(blocking=False)  # the slot came back
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ pytestmark = pytest.mark.django_db
 MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"  # in the real-log corpus
 #: Our own muse journal (tests/fixtures/README.md), for the tests a bare clone runs.
 OUR_MUSE = Path(__file__).resolve().parent / "fixtures" / "muse" / "notes_run.jsonl"
-LAYER_CHECK = import_conversations.layer_is_process_local
 
 
 @pytest.fixture
@@ -211,15 +209,27 @@ def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
     assert code == 0
     assert "database tailing" in err
-    assert "REDIS_URL" in err
+    assert "CHANNEL_LAYERS" in err  # the Django setting, not a variable of one host
 
 
-def test_layer_check_is_guarded(monkeypatch):
-    import murmur_conversations.realtime as realtime
+def interrupt():
+    raise KeyboardInterrupt
 
-    monkeypatch.setattr(realtime, "layer_is_process_local", lambda: True, raising=False)
-    assert LAYER_CHECK() is True
-    monkeypatch.delattr(realtime, "layer_is_process_local")
-    assert LAYER_CHECK() is False  # the realtime package without the function yet
-    monkeypatch.setitem(sys.modules, "murmur_conversations.realtime", None)
-    assert LAYER_CHECK() is False  # no realtime package at all
+
+@pytest.mark.parametrize("forced", ["codex", "claude-code", "openai"])
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_follow_refuses_a_plainly_wrong_forced_format(tmp_path, user, source, forced):
+    """The same refusal as without ``--follow`` (test_import): one detection path for both."""
+    if source == "stdin":
+        args, stdin = ["-"], io.BytesIO(OUR_MUSE.read_bytes())
+    else:
+        path = tmp_path / "live.jsonl"
+        path.write_bytes(OUR_MUSE.read_bytes())
+        args, stdin = [path], None
+    code, _, err = run(
+        *args, "--owner", user.username, "--follow", "--format", forced, stdin=stdin,
+        follow_wait=interrupt,
+    )  # fmt: skip
+    assert code == 2
+    assert f"looks like muse, not {forced}" in err
+    assert not Conversation.objects.exists()

@@ -212,3 +212,23 @@ def test_agent_log_parsers_never_raise(fmt, lines, conversation_id):
     problems = [i for i in items if isinstance(i, Problem) and i.line is not None]
     # every line is kept or reported (a line can be both: kept, and its payload refused)
     assert {i.line for i in kept} | {p.line for p in problems} == set(range(1, len(texts) + 1))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"cmd": ["ls"]}', {"cmd": ["ls"]}),
+        ('{"x": NaN}', '{"x": NaN}'),  # not JSON: kept as the text, as for OpenAI arguments
+        ("[" * 100_000, "[" * 100_000),  # too deep to read: kept, never a RecursionError
+        ("not json", "not json"),
+    ],
+)
+def test_codex_rollout_arguments_are_parsed_or_kept_as_text(arguments, expected):
+    call = {"type": "function_call", "name": "shell", "arguments": arguments, "call_id": "c1"}
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s1"}},
+        {"type": "response_item", "payload": call},
+    ]
+    items = parse("codex", "\n".join(json.dumps(line) for line in lines) + "\n")
+    [parsed] = [item for item in items if isinstance(item, Parsed)]
+    assert parsed.message["content"][0]["input"] == expected

@@ -10,7 +10,6 @@ body of another content type, or JSON that is not an object is ``InvalidField`` 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Final
 
@@ -19,6 +18,7 @@ from django.http import QueryDict
 from django.http.request import RawPostDataException
 from rest_framework.request import Request
 
+from murmur_conversations import jsonenc
 from murmur_conversations.api.exceptions import InvalidField, InvalidFilter, InvalidSince
 from murmur_conversations.models import ToolStatus
 from murmur_conversations.services import MAX_ANSWER_CHARS
@@ -60,16 +60,12 @@ def read_status_filter(query: QueryDict) -> str | None:
     return raw
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def decode_json(raw: bytes) -> Any:
-    """The JSON value of ``raw`` (UTF-8; UTF-16/32 are detected); ``ValueError`` for anything
-    that is not strict JSON: empty or blank bytes, bad encoding, ``NaN``/``Infinity``, or
-    nesting deeper than the interpreter can decode."""
+    """The JSON value of ``raw`` (``jsonenc.loads``: UTF-8, -16 or -32, no ``NaN``/``Infinity``);
+    ``ValueError`` for anything that is not strict JSON: empty bytes, a bad encoding, or nesting
+    deeper than the interpreter can decode."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return jsonenc.loads(raw)
     except (ValueError, UnicodeError, RecursionError) as error:
         raise ValueError(str(error) or "not JSON") from None
 

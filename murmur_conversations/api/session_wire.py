@@ -18,10 +18,10 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from murmur_conversations import jsonenc
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import exception_handler
-from murmur_conversations.api.params import decode_json
 from murmur_conversations.api.schema import document
 from murmur_conversations.representations import unix_ms
 from murmur_conversations.selectors import conversation_for, conversations_for, transcript
@@ -57,8 +57,8 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     ``ERR_INVALID_WIRE_OP`` for anything that is not a JSON object with a known ``op`` (and a
     non-blank string ``sessionId`` for the transcript and pending ops)."""
     try:
-        body = decode_json(raw)
-    except ValueError:
+        body = jsonenc.loads(raw)
+    except (ValueError, UnicodeError, RecursionError):
         raise invalid_op("The body must be a JSON object.") from None
     if not isinstance(body, dict):
         raise invalid_op("The body must be a JSON object.")
@@ -145,7 +145,8 @@ class SessionWireView(AppAPIView):
             raise WireError(403, "ERR_CSRF_FAILED", "CSRF verification failed.")
         if op == LIST_OP:
             return Response({"sessions": self._sessions(request.user)})
-        assert session_id is not None
+        if session_id is None:  # read_operation gives one for every op but the list
+            raise invalid_op(f"{op} needs a non-blank string sessionId.")
         conversation = conversation_for(request.user, session_id)
         if conversation is None:
             raise WireError(404, "ERR_SESSION_NOT_FOUND", f"No session {session_id}.")

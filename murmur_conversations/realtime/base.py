@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any, Final
 
@@ -13,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
+from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.realtime import layer_is_process_local, reads
 from murmur_conversations.realtime.groups import group_name
@@ -46,7 +46,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
-        return json.dumps(content, separators=(",", ":"))
+        """Frames are :func:`jsonenc.dumps` text: the value cap of ``frames`` is measured on
+        exactly these bytes (docs/websocket.md)."""
+        return jsonenc.dumps(content)
 
     # ------------------------------------------------------------------ connection
 

@@ -10,13 +10,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from murmur_conversations import signals
-from murmur_conversations._write import (
-    ConversationRef,
-    Write,
-    conversation_pk,
-    send_on_commit,
-    writing,
-)
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import InvalidContent, NoPendingAsk
 from murmur_conversations.messages import normalize_message
@@ -31,14 +24,15 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services._common import (
-    _call_row_metadata,
-    _move_call,
-    _new_row,
-    _save_calls,
-    _save_rows,
-)
 from murmur_conversations.services.appending import append_in_write
+from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
+from murmur_conversations.services.writing import (
+    ConversationRef,
+    Write,
+    conversation_pk,
+    send_on_commit,
+    writing,
+)
 from murmur_conversations.validation import clean_text
 
 #: The longest answer to a pending ask, in characters (docs/write-path.md).
@@ -123,19 +117,19 @@ def _close_calls(write: Write, status: str, reason: str, statuses: Iterable[str]
     if not calls:
         return
     for call in calls:
-        _move_call(write, call, status, interrupt_reason=reason)
-    _save_calls(write, calls)
+        move_call(write, call, status, interrupt_reason=reason)
+    save_calls(write, calls)
+    by_pk: dict[int | None, ToolCall] = {call.pk: call for call in calls}
     rows = list(
-        DisplayMessage.objects.using(write.using)
-        .filter(tool_call__in=calls, content_type=ContentType.TOOL_CALL)
-        .select_related("tool_call")
+        DisplayMessage.objects.using(write.using).filter(
+            tool_call__in=calls, content_type=ContentType.TOOL_CALL
+        )
     )
     for row in rows:
-        assert row.tool_call is not None
-        row.tool_call = write.calls_changed[row.tool_call.pk]
-        _call_row_metadata(row, row.tool_call)
+        row.tool_call = call = by_pk[row.tool_call_id]  # the moved instance, not a second read
+        update_card(row, call)
         write.mark_updated(row)
-    _save_rows(write, rows)
+    write.save_rows(rows)
 
 
 def cancel_run(*, conversation: ConversationRef) -> Conversation:
@@ -153,9 +147,7 @@ def cancel_run(*, conversation: ConversationRef) -> Conversation:
         if conv.status == ConversationStatus.CANCELLED and not open_calls:
             return conv
         _close_calls(write, ToolStatus.CANCELLED, "", OPEN_TOOL_STATUSES)
-        row = _new_row(
-            write,
-            None,
+        row = write.new_row(
             message_type=MessageType.SYSTEM,
             content_type=ContentType.NOTIFICATION,
             status=ToolStatus.COMPLETED,

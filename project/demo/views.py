@@ -28,7 +28,8 @@ logger = logging.getLogger("project.demo")
 
 #: At most this many demo runs play at once in one server process.
 MAX_RUNS = 4
-_runs = threading.BoundedSemaphore(MAX_RUNS)
+#: The slots of the playing runs (a run holds one while it plays; tests swap in their own).
+run_slots = threading.BoundedSemaphore(MAX_RUNS)
 
 
 def agent_delay() -> float:
@@ -55,7 +56,7 @@ def _play(conversation: Conversation, delay: float) -> None:
         logger.exception("the demo agent run into %s failed", conversation.pk)
     finally:
         connections.close_all()
-        _runs.release()
+        run_slots.release()
 
 
 @require_POST
@@ -66,7 +67,7 @@ def run_agent(request: HttpRequest) -> HttpResponse:
     Answers JSON ``{"conversation_id"}`` (202) to scripts, a redirect to the page otherwise;
     429 when ``MAX_RUNS`` runs are already playing."""
     wants_json = "application/json" in request.headers.get("Accept", "")
-    if not _runs.acquire(blocking=False):
+    if not run_slots.acquire(blocking=False):
         message = "Several demo runs are already playing; try again in a few seconds."
         if wants_json:
             return JsonResponse({"detail": message}, status=429)
@@ -84,7 +85,7 @@ def run_agent(request: HttpRequest) -> HttpResponse:
         )
         thread.start()
     except BaseException:
-        _runs.release()
+        run_slots.release()
         raise
     if wants_json:
         return JsonResponse({"conversation_id": str(conversation.pk)}, status=202)
