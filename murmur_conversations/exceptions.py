@@ -12,6 +12,7 @@ __all__ = [
     "InvalidPendingAsk",
     "InvalidStatus",
     "InvalidToolTransition",
+    "NoPendingAsk",
     "OwnershipConflict",
     "ToolCallNotFound",
     "WriteConflict",
@@ -41,6 +42,11 @@ class InvalidContent(ConversationsError, ValueError):
 class InvalidPendingAsk(ConversationsError, ValueError):
     """A pending ask that is not agentfootprint's PendingAsk shape, or is given with a status that
     cannot carry one (only ``paused`` and ``interrupted`` can)."""
+
+
+class NoPendingAsk(ConversationsError):
+    """There is no pending ask to answer: none is set (it was answered, cancelled or never asked),
+    or it was set or changed after the event_seq the answer was written against."""
 
 
 class InvalidStatus(ConversationsError, ValueError):

@@ -74,7 +74,12 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
 
 
 class SessionWireView(AppAPIView):
-    """The wire: one POST whose body names the op."""
+    """The wire: one POST whose body names the op.
+
+    The body is read as bytes and decoded as JSON whatever its content type (a browser ``fetch``
+    with a string body sends ``text/plain``); no parser runs, so no content type is refused, and
+    a cookie client's CSRF token is read from the ``X-CSRFToken`` header.
+    """
 
     permission_classes: tuple[
         type[BasePermission], ...

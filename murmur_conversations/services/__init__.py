@@ -44,15 +44,23 @@ from murmur_conversations.services.conversations import (
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
-from murmur_conversations.services.runs import cancel_run, recover_interrupted
+from murmur_conversations.services.runs import (
+    MAX_ANSWER_CHARS,
+    answer_pending_ask,
+    cancel_run,
+    recover_interrupted,
+)
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
 
 __all__ = [
     "ALLOWED_MOVES",
+    "MAX_ANSWER_CHARS",
     "UNSET",
+    "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
+    "answer_pending_ask",
     "apurge_conversations",
     "arecover_interrupted",
     "aresolve_tool_result",
@@ -90,6 +98,7 @@ asave_synthetic_message = sync_to_async(save_synthetic_message)
 aupdate_conversation = sync_to_async(update_conversation)
 aset_status = sync_to_async(set_status)
 acancel_run = sync_to_async(cancel_run)
+aanswer_pending_ask = sync_to_async(answer_pending_ask)
 adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
 arecover_interrupted = sync_to_async(recover_interrupted)

@@ -328,6 +328,13 @@ def _write_messages(
     return new_rows
 
 
+def append_in_write(write: Write, messages: list[NormalizedMessage]) -> list[DisplayMessage]:
+    """Inside another service's ``writing`` block: append ``messages`` (normalized, with fresh
+    ids) to the record with their display rows, under that call's lock and event_seq, as
+    ``save_messages`` does. Returns the new display rows; the caller's ``Write`` announces them."""
+    return _write_messages(write, _load_batch(write, messages), messages)
+
+
 def save_message(*, conversation: ConversationRef, message: dict[str, Any]) -> list[DisplayMessage]:
     """Append one message to the record and return its display rows (sagents ``save_message``).
 

@@ -172,6 +172,7 @@ def set_status(
 
     ``status`` one of ``ConversationStatus`` (else ``InvalidStatus``); an ask only with ``paused``
     or ``interrupted`` (else ``InvalidPendingAsk``). The same status and ask again is a no-op.
+    A new, changed or cleared ask records this call's event_seq in ``pending_ask_event_seq``.
     """
     if status not in ConversationStatus.values:
         raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
@@ -182,6 +183,9 @@ def set_status(
     with writing(conversation) as write:
         locked = write.conversation
         if locked.status != status or locked.pending_ask != pending_ask:
+            if locked.pending_ask != pending_ask:
+                locked.pending_ask_event_seq = write.take_event()
+                write.extra_fields.add("pending_ask_event_seq")
             locked.status, locked.pending_ask = status, pending_ask
             write.extra_fields |= {"status", "pending_ask"}
             write.take_event()
