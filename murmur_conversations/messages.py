@@ -7,10 +7,10 @@ write starts, and ``display_parts`` lists the display rows it shows as (sagents
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.ids import new_message_id
 from murmur_conversations.models import ContentType, MessageType
@@ -85,8 +85,10 @@ def _flag(message: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _no_null(arguments: Any) -> Any:
+    """A call's arguments as stored: JSON ``null`` (an ``input`` or parsed ``arguments`` of null)
+    means no arguments, ``{}``; the record keeps the message as given."""
+    return {} if arguments is None else arguments
 
 
 def _parse_arguments(arguments: Any) -> Any:
@@ -95,7 +97,7 @@ def _parse_arguments(arguments: Any) -> Any:
     bad-text rule like the rest of the message."""
     if isinstance(arguments, str):
         try:
-            return clean_json(json.loads(arguments, parse_constant=_refuse_constant))
+            return clean_json(jsonenc.loads(arguments))
         except (ValueError, RecursionError):  # InvalidContent is a ValueError
             return arguments
     return arguments
@@ -118,7 +120,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                         name=check_short_string(
                             block.get("name") or "", what="tool_call block 'name'"
                         ),
-                        arguments=block.get("input", {}),
+                        arguments=_no_null(block.get("input")),
                     )
                 )
     openai_calls = message.get("tool_calls")
@@ -137,7 +139,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                     name=check_short_string(
                         function.get("name") or "", what="'tool_calls[].function.name'"
                     ),
-                    arguments=_parse_arguments(function.get("arguments", {})),
+                    arguments=_no_null(_parse_arguments(function.get("arguments"))),
                 )
             )
     return calls

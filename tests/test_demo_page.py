@@ -1,13 +1,18 @@
-"""The demo page's views (docs/demo.md): login required, the page shell, the login page, and the
-"Run demo agent" button that plays the scripted run in a background thread of the server."""
+"""The demo page's views (docs/demo.md): login required, the page shell, the login page, the
+"Run demo agent" button that plays the scripted run in a background thread of the server, and the
+Content-Security-Policy of the demo's pages and the admin (with no inline code for it to block)."""
 
 from __future__ import annotations
 
+import re
 import threading
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
+from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from project.demo import views
 from tests.helpers import assert_counters_match_rows
@@ -106,8 +111,8 @@ def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
 
 
 def test_run_agent_refuses_when_busy(client, user, monkeypatch):
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
-    assert views._runs.acquire(blocking=False)
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
+    assert views.run_slots.acquire(blocking=False)
     client.force_login(user)
     response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
     assert response.status_code == 429
@@ -121,15 +126,133 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeyp
         raise RuntimeError("agent exploded")
 
     monkeypatch.setattr(views, "run_demo_agent", boom)
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
     client.force_login(user)
     assert client.post("/demo/run-agent/", HTTP_ACCEPT="application/json").status_code == 202
     join_demo_runs()
     assert "agent exploded" in caplog.text
-    assert views._runs.acquire(blocking=False)  # the slot came back
+    assert views.run_slots.acquire(blocking=False)  # the slot came back
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
 def test_agent_delay_from_the_environment(monkeypatch, raw, expected):
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
     assert views.agent_delay() == expected
+
+
+class InlineCode(HTMLParser):
+    """What a page carries that ``script-src 'self'`` / ``style-src 'self'`` would block: inline
+    scripts, <style> elements, style attributes, event-handler attributes, javascript: URLs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self._script_without_src = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        names = dict(attrs)
+        self._script_without_src = tag == "script" and not names.get("src")
+        if tag == "style":
+            self.found.append("<style>")
+        for name, value in attrs:
+            if name == "style" or name.startswith("on"):
+                self.found.append(f"<{tag} {name}=...>")
+            if name in ("href", "src", "action") and (value or "").strip().lower().startswith(
+                "javascript:"
+            ):
+                self.found.append(f"<{tag} {name}=javascript:...>")
+
+    def handle_data(self, data: str) -> None:
+        if self._script_without_src and data.strip():
+            self.found.append(f"inline script {data.strip()[:40]!r}")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._script_without_src = False
+
+
+def inline_code(html: str) -> list[str]:
+    parser = InlineCode()
+    parser.feed(html)
+    return parser.found
+
+
+@pytest.mark.parametrize(
+    ("html", "found"),
+    [
+        ('<script src="/s.js"></script><p class="x">ok</p>', []),
+        ("<script>alert(1)</script>", ["inline script 'alert(1)'"]),
+        ("<style>p{}</style>", ["<style>"]),
+        ('<p style="color:red">', ["<p style=...>"]),
+        ('<button onclick="go()">', ["<button onclick=...>"]),
+        ('<a href=" JavaScript:go()">', ["<a href=javascript:...>"]),
+    ],
+)
+def test_the_inline_code_finder(html, found):
+    assert inline_code(html) == found
+
+
+def policy(response) -> dict[str, list[str]]:
+    header = response["Content-Security-Policy"]
+    return {
+        directive.split()[0]: directive.split()[1:]
+        for directive in (part.strip() for part in header.split(";"))
+        if directive
+    }
+
+
+def test_pages_send_the_policy_and_carry_no_inline_code(client, user, make_conversation):
+    conversation = make_conversation(title="Policy check")
+    services.save_message(conversation=conversation, message={"role": "user", "content": "hi"})
+    user.is_staff = user.is_superuser = True
+    user.save()
+    pages = ["/accounts/login/", "/admin/login/"]
+    for url in pages:
+        response = client.get(url)
+        assert response.status_code == 200
+        assert inline_code(response.content.decode()) == [], url
+    client.force_login(user)
+    admin_pages = [
+        "/",
+        "/admin/",
+        "/admin/murmur_conversations/conversation/",
+        f"/admin/murmur_conversations/conversation/{conversation.pk}/change/",
+        f"/admin/murmur_conversations/conversation/{conversation.pk}/delete/",
+        "/admin/murmur_conversations/displaymessage/",
+        "/admin/auth/user/",
+        f"/admin/auth/user/{user.pk}/change/",
+        "/admin/auth/group/add/",
+    ]
+    for url in [*pages, *admin_pages]:
+        response = client.get(url, follow=True)
+        assert response.status_code == 200, url
+        assert policy(response) == settings.CSP_DIRECTIVES, url
+        assert inline_code(response.content.decode()) == [], url
+    for sources in settings.CSP_DIRECTIVES.values():
+        assert not {"'unsafe-inline'", "'unsafe-eval'", "*"} & set(sources)
+
+
+def test_the_api_answers_with_the_policy_too(client, user, conversation):
+    client.force_login(user)
+    response = client.get(f"/api/conversations/{conversation.pk}/")
+    assert response.status_code == 200
+    assert policy(response)["default-src"] == ["'self'"]
+
+
+def test_the_script_builds_no_code_or_styles_from_strings():
+    from django.contrib.staticfiles import finders
+
+    script = Path(finders.find("demo/demo.js")).read_text(encoding="utf-8")
+    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(", "new Function"):
+        assert forbidden not in script
+    # Styles come from demo.css through class names; a style attribute would meet style-src.
+    assert not re.search(r"\.style\b|setAttribute\(\s*[\"']style", script)
+
+
+def test_favicon_redirects_to_the_demo_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"] == "/static/demo/favicon.svg"
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("demo/favicon.svg")

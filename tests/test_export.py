@@ -88,15 +88,17 @@ def test_murmur_round_trip_is_byte_identical(runtime_conversation, user):
     assert second == first
 
 
-def test_anthropic_import_round_trips_through_murmur(tmp_path, user):
-    path = write_json(tmp_path / "chat.json", cassette_conversation("anthropic_tool_with_thinking"))
+def test_anthropic_import_round_trips_through_murmur(corpus, tmp_path, user):
+    path = write_json(
+        tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
+    )
     assert run(path, "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get())
     assert export(reimport(user, first, "murmur")) == first
 
 
-def test_openai_export_and_round_trip(tmp_path, user):
-    messages = cassette_conversation("openai_multiple_agent_tool_calls")
+def test_openai_export_and_round_trip(corpus, tmp_path, user):
+    messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     assert run(write_json(tmp_path / "chat.json", messages), "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get(), "--format", "openai")
     assert first.endswith("]\n")

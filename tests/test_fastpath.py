@@ -1,4 +1,4 @@
-"""The PostgreSQL single-statement append (``_fastpath``) writes exactly what the general path
+"""The PostgreSQL single-statement append (``services.fastpath``) writes exactly what the general path
 writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from murmur_conversations import _fastpath, services, signals
+from murmur_conversations import services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
+from murmur_conversations.services import fastpath
 from tests.helpers import assert_counters_match_rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -87,7 +88,7 @@ def test_fast_and_general_paths_write_the_same_times(make_conversation, monkeypa
     frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
     monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
     services.save_messages(conversation=fast, messages=BATCH, times=times)
-    monkeypatch.setattr(_fastpath, "eligible", lambda *args: False)
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
     services.save_messages(conversation=general, messages=BATCH, times=times)
     assert snapshot(fast) == snapshot(general)
     assert snapshot(fast)[2][-1] == start + timedelta(seconds=9)
@@ -101,20 +102,51 @@ def test_fast_and_general_paths_write_the_same_times(make_conversation, monkeypa
         assert conversation.saved_at == start + timedelta(seconds=9)
 
 
+def announced(write):
+    """Run ``write`` and return the signals it sent, in order: (name, event_seq, row seqs)."""
+    sent = []
+    names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
+
+    def receiver(sender, signal, **kwargs):
+        rows = kwargs.get("rows") or ([kwargs["row"]] if "row" in kwargs else [])
+        sent.append((names_of[signal], kwargs["event_seq"], [r.seq for r in rows]))
+
+    names_of = {getattr(signals, name): name for name in names}
+    for signal in names_of:
+        signal.connect(receiver)
+    try:
+        write()
+    finally:
+        for signal in names_of:
+            signal.disconnect(receiver)
+    return sent
+
+
 def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
     frozen = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
     monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
     fast, general = make_conversation(created_at=frozen), make_conversation(created_at=frozen)
-    assert _fastpath.eligible(connection.vendor, [], False) is False
-    returned_fast = services.save_messages(conversation=fast, messages=BATCH)
-    services.save_message(conversation=fast, message={"role": "user", "content": "again"})
-    monkeypatch.setattr(_fastpath, "eligible", lambda *args: False)
-    returned_general = services.save_messages(conversation=general, messages=BATCH)
-    services.save_message(conversation=general, message={"role": "user", "content": "again"})
+    assert fastpath.eligible(connection.vendor, [], False) is False
+    returned = {}
+
+    def save(conversation):
+        returned[conversation.pk] = services.save_messages(
+            conversation=conversation, messages=BATCH
+        )
+        services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
+
+    fast_signals = announced(lambda: save(fast))
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    general_signals = announced(lambda: save(general))
     assert snapshot(fast) == snapshot(general)
-    assert [(r.seq, r.content) for r in returned_fast] == [
-        (r.seq, r.content) for r in returned_general
+    assert [(r.seq, r.content) for r in returned[fast.pk]] == [
+        (r.seq, r.content) for r in returned[general.pk]
     ]
+    assert fast_signals == general_signals  # the same signals, in the same order
+    assert [name for name, _, _ in fast_signals] == [
+        "display_messages_saved",
+        "conversation_saved",
+    ] * 2
     assert_counters_match_rows(fast)
 
 

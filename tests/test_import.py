@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -25,10 +23,6 @@ from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(
-    os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
-
 
 def run(*args, stdin=None):
     """Run the command; return (exit code, stdout, stderr)."""
@@ -41,9 +35,10 @@ def run(*args, stdin=None):
     return 0, out.getvalue(), err.getvalue()
 
 
-def cassette_conversation(name):
-    """The last request's messages plus its response, as a user of the cassette would take them."""
-    data = yaml.safe_load((CORPUS / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
+def cassette_conversation(corpus, name):
+    """The last request's messages plus its response, as a user of the cassette would take them
+    (``corpus``: the real-log corpus folder, the ``corpus`` fixture)."""
+    data = yaml.safe_load((corpus / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
     last = data["interactions"][-1]
     messages = last["request"]["parsed_body"]["messages"]
     body = last["response"]["parsed_body"]
@@ -80,8 +75,8 @@ def record(conversation):
 
 
 @pytest.mark.parametrize("fmt", ["openai", "auto"])
-def test_openai_cassette_imports(tmp_path, user, fmt):
-    messages = cassette_conversation("openai_multiple_agent_tool_calls")
+def test_openai_cassette_imports(corpus, tmp_path, user, fmt):
+    messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
     assert (code, err) == (0, "")
@@ -108,8 +103,8 @@ def test_openai_cassette_imports(tmp_path, user, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "auto"])
-def test_anthropic_cassette_imports(tmp_path, user, fmt):
-    messages = cassette_conversation("anthropic_tool_with_thinking")
+def test_anthropic_cassette_imports(corpus, tmp_path, user, fmt):
+    messages = cassette_conversation(corpus, "anthropic_tool_with_thinking")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
     assert (code, err) == (0, "")
@@ -142,9 +137,11 @@ def test_anthropic_cassette_imports(tmp_path, user, fmt):
     assert_counters_match_rows(conversation)
 
 
-def test_importing_twice_adds_nothing_and_owners_are_separate(tmp_path, make_user):
+def test_importing_twice_adds_nothing_and_owners_are_separate(corpus, tmp_path, make_user):
     alice, bob = make_user(), make_user()
-    path = write_json(tmp_path / "chat.json", cassette_conversation("anthropic_tool_with_thinking"))
+    path = write_json(
+        tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
+    )
     assert run(path, "--owner", alice.username)[0] == 0
     conversation = only_conversation(owner=alice)
     before = (conversation.last_event_seq, Message.objects.count(), DisplayMessage.objects.count())
@@ -164,8 +161,8 @@ def test_importing_twice_adds_nothing_and_owners_are_separate(tmp_path, make_use
     assert len(record(theirs)) == len(record(conversation)) == 4
 
 
-def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(tmp_path, user):
-    full = cassette_conversation("openai_multiple_agent_tool_calls")
+def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(corpus, tmp_path, user):
+    full = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     head = full[:2]  # the user question and the call, no result yet
     code, out, _ = run(write_json(tmp_path / "a.json", head), "--owner", user.username)
     assert code == 0
@@ -179,8 +176,10 @@ def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(tmp_
     assert len(record(Conversation.objects.get())) == len(full)
 
 
-def test_jsonl_message_list_with_conversation_id(tmp_path, user):
-    lines = [json.dumps(m) for m in cassette_conversation("openai_multiple_agent_tool_calls")]
+def test_jsonl_message_list_with_conversation_id(corpus, tmp_path, user):
+    lines = [
+        json.dumps(m) for m in cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
+    ]
     path = write_lines(tmp_path / "chat.jsonl", *lines)
     assert run(path, "--owner", user.username, "--conversation-id", "chat-1")[0] == 0
     conversation = only_conversation(owner=user)
@@ -520,15 +519,15 @@ def test_owner_is_matched_on_username_field(tmp_path, make_user):
         ("muse_exec_jsonl/echo_basic.jsonl", "openai", "muse"),
     ],
 )
-def test_a_plainly_wrong_forced_format_is_refused_whole(user, relative, forced, detected):
-    code, _, err = run(CORPUS / relative, "--owner", user.username, "--format", forced)
+def test_a_plainly_wrong_forced_format_is_refused_whole(corpus, user, relative, forced, detected):
+    code, _, err = run(corpus / relative, "--owner", user.username, "--format", forced)
     assert code == 2
     assert f"looks like {detected}, not {forced}" in err
     assert not Conversation.objects.exists()
 
 
-def test_a_forced_format_that_fits_still_imports(user):
-    path = CORPUS / "codex_exec_jsonl" / "failed_command.jsonl"
+def test_a_forced_format_that_fits_still_imports(corpus, user):
+    path = corpus / "codex_exec_jsonl" / "failed_command.jsonl"
     code, _, _ = run(path, "--owner", user.username, "--format", "codex")
     assert code == 0
     assert Conversation.objects.count() == 1

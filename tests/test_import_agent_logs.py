@@ -14,7 +14,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import CORPUS, run, write_lines
+from tests.test_import import run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -50,8 +50,8 @@ CODEX = {
 
 
 @pytest.mark.parametrize("name", sorted(CODEX))
-def test_codex_corpus_file(user, name):
-    path = CORPUS / name
+def test_codex_corpus_file(corpus, user, name):
+    path = corpus / name
     expected_messages, expected_calls, key = CODEX[name]
     code, out, err = run(path, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -80,9 +80,9 @@ def test_codex_corpus_file(user, name):
     ) == before
 
 
-def test_codex_rollout_injected_context_and_reasoning(user):
+def test_codex_rollout_injected_context_and_reasoning(corpus, user):
     name = "codex_rollout/agent-history__real_sessions__codex__session-01.jsonl"
-    assert run(CORPUS / name, "--owner", user.username)[0] == 0
+    assert run(corpus / name, "--owner", user.username)[0] == 0
     messages = list(Message.objects.order_by("position"))
     assert [(m.role, m.extra.get("injected", False)) for m in messages] == [
         ("developer", True),
@@ -93,12 +93,12 @@ def test_codex_rollout_injected_context_and_reasoning(user):
     conversation = Conversation.objects.get()
     assert conversation.transcript_count == 2
     other = "codex_rollout/rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl"
-    assert run(CORPUS / other, "--owner", user.username)[0] == 0
+    assert run(corpus / other, "--owner", user.username)[0] == 0
     assert DisplayMessage.objects.filter(content_type="thinking").count() == 1
 
 
-def test_codex_exec_failed_command_is_a_failed_call(user):
-    assert run(CORPUS / "codex_exec_jsonl/failed_command.jsonl", "--owner", user.username)[0] == 0
+def test_codex_exec_failed_command_is_a_failed_call(corpus, user):
+    assert run(corpus / "codex_exec_jsonl/failed_command.jsonl", "--owner", user.username)[0] == 0
     call = ToolCall.objects.get()
     assert (call.call_id, call.name, call.status) == ("item_2", "command_execution", "failed")
     assert call.arguments == {"command": "/bin/bash -lc 'exit 42'"}
@@ -106,15 +106,15 @@ def test_codex_exec_failed_command_is_a_failed_call(user):
     assert (result.is_error, result.extra["exit_code"]) == (True, 42)
 
 
-def test_codex_exec_call_left_in_progress_is_interrupted(tmp_path, user):
-    lines = (CORPUS / "codex_exec_jsonl/multi_command.jsonl").read_text("utf-8").splitlines()
+def test_codex_exec_call_left_in_progress_is_interrupted(corpus, tmp_path, user):
+    lines = (corpus / "codex_exec_jsonl/multi_command.jsonl").read_text("utf-8").splitlines()
     path = write_lines(tmp_path / "cut.jsonl", *lines[:5])  # item_2 started, never completed
     code, out, _ = run(path, "--owner", user.username)
     assert code == 0
     assert "1 open call(s) interrupted" in out
     call = ToolCall.objects.get()
     assert (call.status, call.interrupt_reason) == ("interrupted", "log_ended")
-    assert run(CORPUS / "codex_exec_jsonl/multi_command.jsonl", "--owner", user.username)[0] == 0
+    assert run(corpus / "codex_exec_jsonl/multi_command.jsonl", "--owner", user.username)[0] == 0
     call.refresh_from_db()
     assert call.status == "completed"
     assert Conversation.objects.count() == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -15,12 +15,12 @@ from django.core.management.base import CommandError
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
-from tests.test_import import CORPUS
 
 pytestmark = pytest.mark.django_db
 
-MUSE = CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl"
-LAYER_CHECK = import_conversations.layer_is_process_local
+MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"  # in the real-log corpus
+#: Our own muse journal (tests/fixtures/README.md), for the tests a bare clone runs.
+OUR_MUSE = Path(__file__).resolve().parent / "fixtures" / "muse" / "notes_run.jsonl"
 
 
 @pytest.fixture
@@ -79,8 +79,8 @@ def run(*args, stdin=None, follow_wait=None):
     return 0, out.getvalue(), err.getvalue()
 
 
-def test_follow_a_file_line_by_line(tmp_path, user, deltas):
-    lines = MUSE.read_bytes().splitlines(keepends=True)
+def test_follow_a_file_line_by_line(corpus, tmp_path, user, deltas):
+    lines = (corpus / MUSE).read_bytes().splitlines(keepends=True)
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
     wait = Appender(path, lines, deltas)
@@ -99,6 +99,29 @@ def test_follow_a_file_line_by_line(tmp_path, user, deltas):
     answer = [text for stream, text in deltas if stream == "63a61abc-2c10-40dd-ab6d-ef00d48a5a29"]
     assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
     assert {c.status for c in ToolCall.objects.all()} == {"completed"}
+    assert Conversation.objects.get().status == "idle"
+
+
+def test_follow_our_muse_journal_line_by_line(tmp_path, user, deltas):
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"")
+    wait = Appender(path, OUR_MUSE.read_bytes().splitlines(keepends=True), deltas)
+    code, out, err = follow(path, user, wait)
+    assert (code, err) == (0, "")
+    assert "(muse): 1 conversation(s), 7 message(s) added of 7 read" in out
+    by_lines = {written: (messages, sent) for written, messages, sent in wait.seen}
+    assert by_lines[3] == (0, 0)
+    assert by_lines[4] == (1, 0)  # the prompt, stored as soon as its line arrived
+    assert by_lines[15] == (2, 0)  # the list_dir call's card, once its key names the call
+    assert by_lines[18] == (2, 1)  # its output streamed, not stored
+    assert by_lines[20] == (3, 1)  # its result
+    assert by_lines[24] == (5, 2)  # spell_check: call, output, failed result
+    assert by_lines[35] == (6, 5)  # three answer deltas, the answer not stored yet
+    assert by_lines[38] == (7, 5)  # the terminal: the answer, once
+    answer = [text for stream, text in deltas if stream == "c0de0001-1111-4222-8333-444455556666"]
+    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    statuses = sorted(ToolCall.objects.values_list("status", flat=True))
+    assert statuses == ["cancelled", "completed", "failed"]
     assert Conversation.objects.get().status == "idle"
 
 
@@ -124,16 +147,16 @@ def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
     assert Message.objects.count() == 1
 
 
-def test_follow_stdin_until_it_ends(user, deltas):
+def test_follow_stdin_until_it_ends(corpus, user, deltas):
     code, out, err = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert (code, err) == (0, "")
     assert "<stdin> (muse): 1 conversation(s), 6 message(s) added" in out
     assert len(deltas) == 6  # four answer deltas, two tool outputs
     assert ToolCall.objects.filter(status="completed").count() == 2
     code, out, _ = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert code == 0
     assert "0 message(s) added of 6 read" in out
@@ -146,8 +169,8 @@ def test_follow_stdin_until_it_ends(user, deltas):
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(user, name, messages, calls):
-    data = (CORPUS / name).read_bytes()
+def test_follow_other_live_streams(corpus, user, name, messages, calls):
+    data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
     assert Message.objects.count() == messages
@@ -167,10 +190,10 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas)
 
 
 def test_follow_dry_run_and_empty_or_unknown_streams(user):
-    stdin = io.BytesIO(MUSE.read_bytes())
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
-    assert "6 message(s) readable" in out
+    assert "7 message(s) readable" in out
     assert not Conversation.objects.exists()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(b""))
     assert code == 2
@@ -182,19 +205,31 @@ def test_follow_dry_run_and_empty_or_unknown_streams(user):
 
 def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
-    stdin = io.BytesIO(MUSE.read_bytes())
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
     assert code == 0
     assert "database tailing" in err
-    assert "REDIS_URL" in err
+    assert "CHANNEL_LAYERS" in err  # the Django setting, not a variable of one host
 
 
-def test_layer_check_is_guarded(monkeypatch):
-    import murmur_conversations.realtime as realtime
+def interrupt():
+    raise KeyboardInterrupt
 
-    monkeypatch.setattr(realtime, "layer_is_process_local", lambda: True, raising=False)
-    assert LAYER_CHECK() is True
-    monkeypatch.delattr(realtime, "layer_is_process_local")
-    assert LAYER_CHECK() is False  # the realtime package without the function yet
-    monkeypatch.setitem(sys.modules, "murmur_conversations.realtime", None)
-    assert LAYER_CHECK() is False  # no realtime package at all
+
+@pytest.mark.parametrize("forced", ["codex", "claude-code", "openai"])
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_follow_refuses_a_plainly_wrong_forced_format(tmp_path, user, source, forced):
+    """The same refusal as without ``--follow`` (test_import): one detection path for both."""
+    if source == "stdin":
+        args, stdin = ["-"], io.BytesIO(OUR_MUSE.read_bytes())
+    else:
+        path = tmp_path / "live.jsonl"
+        path.write_bytes(OUR_MUSE.read_bytes())
+        args, stdin = [path], None
+    code, _, err = run(
+        *args, "--owner", user.username, "--follow", "--format", forced, stdin=stdin,
+        follow_wait=interrupt,
+    )  # fmt: skip
+    assert code == 2
+    assert f"looks like muse, not {forced}" in err
+    assert not Conversation.objects.exists()

@@ -16,11 +16,11 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import CORPUS, run, write_lines
+from tests.test_import import run, write_lines
 
 pytestmark = pytest.mark.django_db
 
-MUSE = CORPUS / "muse_exec_jsonl"
+MUSE = "muse_exec_jsonl"
 
 # file -> (record messages, {status: calls}, error notices, source records, stream.id), counted by
 # hand: user = turn.input.user, answer = run.terminal.completed, one call + result per tool task,
@@ -33,8 +33,8 @@ CORPUS_FILES = {
 }
 
 
-def lines_of(name):
-    return (MUSE / name).read_text("utf-8").splitlines()
+def lines_of(corpus, name):
+    return (corpus / MUSE / name).read_text("utf-8").splitlines()
 
 
 def counts(conversation):
@@ -51,9 +51,9 @@ def counts(conversation):
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_muse_corpus_file(user, name):
+def test_muse_corpus_file(corpus, user, name):
     messages, calls, errors, records, key = CORPUS_FILES[name]
-    code, out, err = run(MUSE / name, "--owner", user.username)
+    code, out, err = run(corpus / MUSE / name, "--owner", user.username)
     assert (code, err) == (0, "")
     assert "(muse): 1 conversation(s)" in out
     assert "0 unknown record(s)" in out
@@ -67,13 +67,13 @@ def test_muse_corpus_file(user, name):
     assert all(r.tool_call_id is not None and not r.metadata for r in results)
     assert_counters_match_rows(conversation)
     before = (conversation.last_event_seq, counts(conversation))
-    assert run(MUSE / name, "--owner", user.username)[0] == 0
+    assert run(corpus / MUSE / name, "--owner", user.username)[0] == 0
     conversation.refresh_from_db()
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user):
-    assert run(MUSE / "meta_tool_use.jsonl", "--owner", user.username)[0] == 0
+def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(corpus, user):
+    assert run(corpus / MUSE / "meta_tool_use.jsonl", "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get()
     assert conversation.title.startswith("Create a file named hello.txt")
     record = list(Message.objects.order_by("position"))
@@ -87,7 +87,7 @@ def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user):
     ]
     deltas = [
         json.loads(line)["payload"]["text"]
-        for line in lines_of("meta_tool_use.jsonl")
+        for line in lines_of(corpus, "meta_tool_use.jsonl")
         if '"payload_type":"run.output.delta"' in line
     ]
     answer = record[-1].content[0]["text"]
@@ -107,8 +107,8 @@ def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user):
     assert record[1].extra["task_id"] == "1d48dee1-09fa-4807-93b6-6bc819909c87"
 
 
-def test_failed_tasks_are_error_notices_not_a_failed_run(user):
-    assert run(MUSE / "echo_basic.jsonl", "--owner", user.username)[0] == 0
+def test_failed_tasks_are_error_notices_not_a_failed_run(corpus, user):
+    assert run(corpus / MUSE / "echo_basic.jsonl", "--owner", user.username)[0] == 0
     errors = DisplayMessage.objects.filter(content_type="error").order_by("seq")
     assert [e.metadata["task_kind"] for e in errors] == [
         "reminder.agent.plugin:tbh-reminders:skill-reminder",

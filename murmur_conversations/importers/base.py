@@ -47,6 +47,7 @@ from murmur_conversations.importers.records import (
     ToolUpdate,
     compact_json,
     excerpt,
+    known,
     prompt_title,
 )
 from murmur_conversations.messages import normalize_message
@@ -206,9 +207,8 @@ class _Writer:
     def ensure(self) -> Conversation:
         """The current conversation, created on its first write, dated by its first line time."""
         if self.conversation is None:
-            assert self.key is not None
+            key = known(self.key)
             title = self.best_title()
-            key = self.key
             created_at = self.first_time or self.last_time or self.fallback_time
             before = Conversation.objects.filter(
                 owner=self.owner, source=self.source, external_id=key

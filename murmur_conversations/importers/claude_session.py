@@ -47,9 +47,11 @@ from murmur_conversations.importers.records import (
     Notice,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
     Subagent,
     Title,
+    known,
     parse_line,
     parse_time,
     prompt_title,
@@ -188,7 +190,8 @@ class ClaudeParser:
         stem = context.path_parts[-1] if context.path_parts else ""
         self.stem = stem.removesuffix(".jsonl") if stem.endswith(".jsonl") else ""
         self.key: str | None = None
-        self.held_lines: list[SourceLine] = []  # lines before the first key
+        # lines before the first key, with their parsed objects
+        self.held_lines: list[tuple[dict[str, Any], SourceLine]] = []
         self.open: _Open | None = None
         self.closed: set[str] = set()  # assistant message ids given in this conversation
         self.prompts: set[str] = set()  # identities of the prompts given
@@ -244,13 +247,12 @@ class ClaudeParser:
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One line: kept, and read by its kind."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         key = self.fixed or _str(value.get(self.KEY_FIELD)) or self.key
         if key is None:
-            self.held_lines.append(line)
+            self.held_lines.append((value, line))
             return []
         out = self._switch(key)
         out.extend(self._read(value, line))
@@ -260,7 +262,7 @@ class ClaudeParser:
         """The merged message still open; lines held for want of a key; summary titles."""
         out: list[Item] = []
         if self.held_lines:
-            first = self.held_lines[0].text
+            first = self.held_lines[0][1].text
             out.extend(self._switch(self.fixed or self.stem or sha256_hex(first)))
         out.extend(self._close())
         out.extend(self._summary_titles())
@@ -294,9 +296,7 @@ class ClaudeParser:
         self.begun = True
         out.append(Begin(key))
         held, self.held_lines = self.held_lines, []
-        for line in held:
-            value, _ = parse_line(line)
-            assert isinstance(value, dict)  # held lines parsed once already
+        for value, line in held:
             out.extend(self._read(value, line))
         return out
 
@@ -361,8 +361,7 @@ class ClaudeParser:
             merged["notice"] = notice
         first_block = 0
         if message_id is not None:
-            if continues:
-                assert continued is not None
+            if continues and continued is not None:
                 first_block = int(continued.get("blocks") or 0)
                 merged = {"id": f"{message_id}:{first_block}", **merged}
             else:
@@ -376,13 +375,13 @@ class ClaudeParser:
         held, self.open = self.open, None
         if held is None:
             return []
-        assert self.key is not None
+        key = known(self.key)
         out: list[Item] = []
         message_id = _str(held.message.get("id"))
         for n, part in enumerate(convert(held.message)):
             if n and "id" in part:
                 part = {k: v for k, v in part.items() if k != "id"}
-            part = with_id(self.key, (held.line - 1) * 8 + n, part)
+            part = with_id(key, (held.line - 1) * 8 + n, part)
             out.append(Parsed(part, held.line, held.at))
         if message_id is not None:
             base = message_id.rsplit(":", 1)[0] if held.first_block else message_id
@@ -396,7 +395,7 @@ class ClaudeParser:
     def _user(
         self, value: dict[str, Any], message: dict[str, Any], line: SourceLine, at: datetime | None
     ) -> list[Item]:
-        assert self.key is not None
+        key = known(self.key)
         uuid = _str(value.get("uuid"))
         rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
         base = {"role": "user", "content": message.get("content", ""), **rest}
@@ -418,7 +417,7 @@ class ClaudeParser:
                     out.append(Title(title, TITLE_PROMPT))
             if uuid is not None:
                 part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
-            out.append(Parsed(with_id(self.key, (line.number - 1) * 8 + n, part), line.number, at))
+            out.append(Parsed(with_id(key, (line.number - 1) * 8 + n, part), line.number, at))
         return out
 
     def _new_prompt(self, value: dict[str, Any], part: dict[str, Any], at: datetime | None) -> bool:
@@ -443,13 +442,13 @@ class ClaudeParser:
         at: datetime | None,
     ) -> list[Item]:
         """A line carrying tool results (and maybe CLI text such as an interruption)."""
-        assert self.key is not None
+        key = known(self.key)
         out: list[Item] = []
         agent = _tool_result_agent(value)
         for n, part in enumerate(parts):
             if uuid is not None:
                 part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
-            part = with_id(self.key, (line.number - 1) * 8 + n, part)
+            part = with_id(key, (line.number - 1) * 8 + n, part)
             if part.get("role") != "tool":
                 kind = cli_text_kind(part.get("content")) or "cli_text"
                 item = Parsed({**part, "injected": True, "notice": kind}, line.number, at)
@@ -488,7 +487,7 @@ class ClaudeParser:
         prompt = attachment.get("prompt")
         if not isinstance(prompt, str | list) or not _texts(prompt):
             return []
-        assert self.key is not None
+        key = known(self.key)
         origin = attachment.get("origin")
         human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
         message: dict[str, Any] = {"role": "user", "content": prompt, "queued": True}
@@ -500,7 +499,7 @@ class ClaudeParser:
         uuid = _str(value.get("uuid"))
         if uuid is not None:
             message = {"id": uuid, **message}
-        out.append(Parsed(with_id(self.key, (line.number - 1) * 8, message), line.number, at))
+        out.append(Parsed(with_id(key, (line.number - 1) * 8, message), line.number, at))
         return out
 
     def _system(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:

@@ -35,6 +35,7 @@ from murmur_conversations.importers.records import (
     Notice,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
     StatusChange,
     Title,
@@ -95,10 +96,9 @@ class ExecParser(HeldUntilKeyed):
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One stream line: kept, and read when it is an event this version knows."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         kind = value.get("type")
         if (
             kind == "thread.started"
@@ -215,6 +215,8 @@ class ExecParser(HeldUntilKeyed):
                 or bool(item.get("error"))
             )
             output = item.get("aggregated_output")
+            # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+            # (docs/formats.md), so it stays spelled as it always was.
             content = output if isinstance(output, str) else json.dumps(item, ensure_ascii=False)
             result = {
                 "role": "tool",

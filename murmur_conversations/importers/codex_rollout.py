@@ -25,6 +25,7 @@ import json
 from datetime import datetime
 from typing import Any, Final
 
+from murmur_conversations import jsonenc
 from murmur_conversations.importers.records import (
     TITLE_CUSTOM,
     TITLE_PROMPT,
@@ -34,6 +35,7 @@ from murmur_conversations.importers.records import (
     Notice,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
     Title,
     ToolUpdate,
@@ -111,10 +113,12 @@ def _injected(role: Any, blocks: list[Any]) -> bool:
 
 
 def _arguments(value: Any) -> Any:
+    """JSON ``arguments`` text parsed, else kept as the string (also for NaN and nesting too deep
+    to read, as ``messages`` does for OpenAI arguments)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return jsonenc.loads(value)
+        except (ValueError, RecursionError):
             return value
     return value
 
@@ -164,6 +168,8 @@ def message_of(payload: dict[str, Any], call_id: str | None = None) -> dict[str,
         arguments = {"execution": payload.get("execution"), "arguments": payload.get("arguments")}
         return _call(call_id or payload.get("call_id"), "tool_search", arguments)
     if kind in ("function_call_output", "custom_tool_call_output"):
+        # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+        # (docs/formats.md), so it stays spelled as it always was.
         return {
             "role": "tool",
             "tool_call_id": payload.get("call_id"),
@@ -200,10 +206,9 @@ class RolloutParser(HeldUntilKeyed):
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One rollout line: kept, and read by its type."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         kind = value.get("type")
         payload = value.get("payload")
         at = parse_time(value.get("timestamp"))

@@ -26,6 +26,7 @@ from murmur_conversations.importers import (
 from murmur_conversations.importers.records import (
     ParseContext,
     Parser,
+    Problem,
     SourceLine,
     parse_json,
     parse_line,
@@ -130,8 +131,8 @@ def undetected_reason(head: list[SourceLine]) -> str:
     the first line that is not a JSON object, named with its JSON error, else that no line says
     (docs/formats.md "Detection")."""
     for line in head[:SNIFF_LINES]:
-        _, problem = parse_line(line)
-        if problem is not None:
+        problem = parse_line(line)
+        if isinstance(problem, Problem):
             return f"cannot tell the format: line {line.number}: {problem.reason}; pass --format"
     return (
         f"cannot tell the format: none of the first {min(len(head), SNIFF_LINES)} line(s) is a "

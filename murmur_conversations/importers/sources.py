@@ -184,7 +184,7 @@ class Importer:
         """Load what was remembered of ``sources`` in a few queries (a re-run over many files)."""
         if not self.incremental:
             return
-        keys = [services.imported_source_key(s.resolved) for s in sources if s.resolved]
+        keys = [ImportedSource.key_of(s.resolved) for s in sources if s.resolved]
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             for record in ImportedSource.objects.filter(owner=self.owner, path_key__in=chunk):
@@ -222,7 +222,7 @@ class Importer:
     def _record(self, source: Source) -> ImportedSource | None:
         if not self.incremental:
             return None
-        key = services.imported_source_key(source.resolved)
+        key = ImportedSource.key_of(source.resolved)
         record = self.known.get(key)
         if record is None:
             record = ImportedSource.objects.filter(owner=self.owner, path_key=key).first()

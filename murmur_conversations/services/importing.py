@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django.db import router, transaction
 from django.utils import timezone
 
-from murmur_conversations._write import database_errors
 from murmur_conversations.models import ImportedSource
-
-
-def imported_source_key(path: str) -> str:
-    """The ``path_key`` of a resolved path: the hex sha256 of its UTF-8 bytes."""
-    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
+from murmur_conversations.services.writing import database_errors
 
 
 def remember_imported_source(*, owner: Any, path: str, **fields: Any) -> ImportedSource:
@@ -27,7 +21,7 @@ def remember_imported_source(*, owner: Any, path: str, **fields: Any) -> Importe
     with database_errors(), transaction.atomic(using=using):
         source, _ = ImportedSource.objects.using(using).update_or_create(
             owner_id=owner_pk,
-            path_key=imported_source_key(path),
+            path_key=ImportedSource.key_of(path),
             defaults={"path": path, "imported_at": timezone.now(), **fields},
         )
     return source
@@ -36,4 +30,4 @@ def remember_imported_source(*, owner: Any, path: str, **fields: Any) -> Importe
 def forget_imported_source(*, owner: Any, path: str) -> None:
     """Drop what was remembered of ``path`` for ``owner`` (its next import reads it whole)."""
     owner_pk = getattr(owner, "pk", owner)
-    ImportedSource.objects.filter(owner_id=owner_pk, path_key=imported_source_key(path)).delete()
+    ImportedSource.objects.filter(owner_id=owner_pk, path_key=ImportedSource.key_of(path)).delete()

@@ -7,7 +7,6 @@ and for usage errors (unknown owner or format, ``--follow`` with several sources
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ from murmur_conversations.importers.base import Outcome, interrupt_open_calls, r
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
+from murmur_conversations.realtime import layer_is_process_local
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
 FOLLOW_POLL_SECONDS: Final = 0.25
@@ -31,7 +31,7 @@ FOLLOW_POLL_SECONDS: Final = 0.25
 PROCESS_LOCAL_NOTE: Final = (
     "note: the channel layer is process-local: browsers get the durable messages of this import "
     "through database tailing, but streamed text (deltas) reaches them only with a shared layer; "
-    "set REDIS_URL (channels_redis) to see it live."
+    "set CHANNEL_LAYERS to one (channels_redis, docs/websocket.md) to see it live."
 )
 #: A progress bar is shown on a terminal, or for sources at least this large (bytes).
 LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
@@ -289,6 +289,39 @@ class Command(BaseCommand):
         tail = f": {problem.excerpt}" if problem.excerpt else ""
         self.stderr.write(f"{where}: {problem.reason}{tail}")
 
+    def _format(
+        self,
+        name: str,
+        fmt: str,
+        lines: Iterator[SourceLine],
+        detect: Callable[[Iterator[SourceLine]], tuple[str | None, list[SourceLine]]],
+    ) -> tuple[str, Iterator[SourceLine]] | None:
+        """The format to parse a live source's ``lines`` with (``--follow``) and the lines to give
+        its parser (the ones read to tell the format come first again); None, reported, when the
+        source is refused whole: auto cannot tell the format (the reason names the line), or a
+        forced ``--format`` is plainly wrong (``registry.contradicts``). Files and folders are
+        told the same way by ``importers.sources``."""
+        detected, head = detect(lines)
+        lines = _chain(head, lines)
+        if fmt != "auto":
+            if registry.contradicts(fmt, detected):
+                self._report(
+                    name,
+                    Problem(
+                        None,
+                        f"refused whole: this looks like {detected}, not {fmt}; "
+                        f"pass --format {detected} or --format auto",
+                    ),
+                )
+                return None
+            return fmt, lines
+        if detected is None:
+            if head:
+                self._report(name, Problem(None, registry.undetected_reason(head)))
+                return None
+            detected = "murmur"  # an empty source: nothing to tell, nothing to import
+        return detected, lines
+
     # ------------------------------------------------------------------ --follow
 
     def _follow(
@@ -326,16 +359,10 @@ class Command(BaseCommand):
                 parts = Path(os.path.abspath(path)).parts
                 file_wait = wait
             lines: Iterator[SourceLine] = follow_lines(stream, wait=file_wait, refuse=refuse)
-            source = fmt
-            if fmt == "auto":
-                detected, head = registry.detect_live(lines)
-                if detected is None:
-                    if head:
-                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
-                        raise CommandError("the source was refused", returncode=2)
-                    detected = "murmur"
-                source = detected
-                lines = _chain(head, lines)
+            told = self._format(name, fmt, lines, registry.detect_live)
+            if told is None:
+                raise CommandError("the source was refused", returncode=2)
+            source, lines = told
             parser = registry.make_parser(
                 source,
                 ParseContext(path_parts=parts, conversation_id=conversation_id, live=True),
@@ -448,15 +475,17 @@ class Command(BaseCommand):
         if dry_run:
             text = (
                 f"{name} ({source}, dry run): {outcome.messages_seen} message(s) readable, "
-                f"{outcome.unknown} unknown record(s){_kinds(outcome)}, {outcome.problems} refused"
+                f"{outcome.unknown} unknown record(s), {outcome.problems} refused"
             )
         else:
             text = (
                 f"{name} ({source}): {len(outcome.conversations)} conversation(s), "
                 f"{outcome.messages_added} message(s) added of {outcome.messages_seen} read, "
-                f"{outcome.unknown} unknown record(s) kept{_kinds(outcome)}, "
+                f"{outcome.unknown} unknown record(s) kept, "
                 f"{outcome.interrupted} open call(s) interrupted, {outcome.problems} refused"
             )
+        if outcome.unknown_kinds:
+            text += "; unknown kinds:" + _kinds(outcome)
         if outcome.replayed:
             text += f", {outcome.replayed} replayed result(s) dropped"
         if outcome.bookkeeping_only:
@@ -483,22 +512,9 @@ def wait_for_append() -> None:
     time.sleep(FOLLOW_POLL_SECONDS)
 
 
-def layer_is_process_local() -> bool:
-    """``murmur_conversations.realtime.layer_is_process_local()``, or False when the realtime
-    package (or that function) is not there."""
-    try:
-        realtime = importlib.import_module("murmur_conversations.realtime")
-    except ImportError:
-        return False
-    check = getattr(realtime, "layer_is_process_local", None)
-    return bool(check()) if callable(check) else False
-
-
 def _kinds(outcome: Outcome) -> str:
-    """`` (kind xn, ...)`` of the unknown records, most frequent first."""
-    if not outcome.unknown_kinds:
-        return ""
-    return " (" + ", ".join(f"{k} x{n}" for k, n in outcome.unknown_kinds.most_common()) + ")"
+    """`` kind xn, ...`` of the unknown records, most frequent first."""
+    return " " + ", ".join(f"{k} x{n}" for k, n in outcome.unknown_kinds.most_common())
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('murmur_conversations', '0001_initial'),
+        ('murmur_conversations', '0002_api'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
