@@ -245,9 +245,8 @@ class _Writer:
             and not self.dry_run
             and not self.unknown_held
         ):
-            assert self.key is not None
             if not Conversation.objects.filter(
-                owner=self.owner, source=self.source, external_id=self.key
+                owner=self.owner, source=self.source, external_id=known(self.key)
             ).exists():
                 self.outcome.bookkeeping_only += len(self.records)
                 self.records = []

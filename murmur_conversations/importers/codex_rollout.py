@@ -236,14 +236,13 @@ class RolloutParser(HeldUntilKeyed):
                 kind=item_kind,
             )
         ]
-        if known and kind == "response_item":
-            assert isinstance(payload, dict)
+        if not known or not isinstance(payload, dict):
+            return self._release(items)
+        if kind == "response_item":
             items.extend(self._response_item(payload, line.number, at))
-        elif known and kind == "event_msg":
-            assert isinstance(payload, dict)
+        elif kind == "event_msg":
             items.extend(self._event(payload, line, at))
-        elif known and kind == "compacted":
-            assert isinstance(payload, dict)
+        elif kind == "compacted":
             text = payload.get("message")
             content = {"text": text if isinstance(text, str) and text else "Conversation compacted"}
             metadata = {"codex_type": "compacted"}

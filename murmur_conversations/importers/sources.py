@@ -197,7 +197,8 @@ class Importer:
         if source.skip:
             return FileResult(source.name, "skipped", reason=source.skip)
         if source.path == STDIN:
-            assert stdin is not None
+            if stdin is None:
+                return self._refuse(source, "no stdin to read")
             with spool(stdin) as stream:
                 return self._read(source, stream, fallback_time=None)
         try:
@@ -350,7 +351,8 @@ class Importer:
                 services.forget_imported_source(owner=self.owner, path=source.resolved)
             return
         outcome = result.outcome
-        assert outcome is not None
+        if outcome is None:
+            return
         conversations = list(previous.conversations) if previous is not None else []
         conversations += [c for c in outcome.conversations if c not in conversations]
         titles = dict(previous.titles) if previous is not None else {}
