@@ -233,23 +233,27 @@ class _Writer:
                 self.outcome.conversations.append(pk)
         return self.conversation
 
+    def _exists(self) -> bool:
+        """Whether the current key's conversation exists already."""
+        return Conversation.objects.filter(
+            owner=self.owner, source=self.source, external_id=known(self.key)
+        ).exists()
+
     def end_conversation(self) -> None:
         """Write what is held for the current key, then give it the best title the log had (a
         ``Title`` item), unless a person has changed the title since an import set it, or an
         import set a title of a higher rank (docs/formats.md "Titles"). Bookkeeping lines of a
         key that gave nothing to show are kept only when its conversation exists already."""
-        if (
+        bookkeeping_only = (
             self.conversation is None
             and self.records
             and not self.messages
             and not self.dry_run
             and not self.unknown_held
-        ):
-            if not Conversation.objects.filter(
-                owner=self.owner, source=self.source, external_id=known(self.key)
-            ).exists():
-                self.outcome.bookkeeping_only += len(self.records)
-                self.records = []
+        )
+        if bookkeeping_only and not self._exists():
+            self.outcome.bookkeeping_only += len(self.records)
+            self.records = []
         self.flush(force=True)
         conversation = self.conversation
         best = self.title
