@@ -3,6 +3,8 @@ writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.db import connection
 
@@ -37,7 +39,16 @@ def snapshot(conversation):
     records = list(
         Message.objects.filter(conversation=conversation)
         .order_by("position")
-        .values("position", "role", "content", "tool_call_id", "is_error", "source_id", "extra")
+        .values(
+            "position",
+            "role",
+            "content",
+            "tool_call_id",
+            "is_error",
+            "source_id",
+            "extra",
+            "created_at",
+        )
     )
     rows = list(
         DisplayMessage.objects.filter(conversation=conversation)
@@ -53,6 +64,8 @@ def snapshot(conversation):
             "created_event_seq",
             "event_seq",
             "tool_call_id",
+            "created_at",
+            "updated_at",
         )
     )
     counters = (
@@ -60,8 +73,33 @@ def snapshot(conversation):
         conversation.transcript_count,
         conversation.last_seq,
         conversation.last_event_seq,
+        conversation.saved_at,
     )
     return records, rows, counters
+
+
+def test_fast_and_general_paths_write_the_same_times(make_conversation, monkeypatch):
+    """docs/write-path.md "Times": the given times land the same on both paths."""
+    start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    fast = make_conversation(created_at=start)
+    general = make_conversation(created_at=start)
+    times = [start + timedelta(seconds=s) for s in (5, 9, 7, 1, 3, 2)]
+    times[2] = None  # an untimed message takes the call's own time
+    frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    services.save_messages(conversation=fast, messages=BATCH, times=times)
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    services.save_messages(conversation=general, messages=BATCH, times=times)
+    assert snapshot(fast) == snapshot(general)
+    assert snapshot(fast)[2][-1] == start + timedelta(seconds=9)
+    # an earlier batch never moves saved_at backwards, on either path
+    monkeypatch.undo()
+    for conversation in (fast, general):
+        services.save_messages(
+            conversation=conversation, messages=[{"role": "user", "content": "x"}], times=[start]
+        )
+        conversation.refresh_from_db()
+        assert conversation.saved_at == start + timedelta(seconds=9)
 
 
 def announced(write):
@@ -85,7 +123,9 @@ def announced(write):
 
 
 def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
-    fast, general = make_conversation(), make_conversation()
+    frozen = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    fast, general = make_conversation(created_at=frozen), make_conversation(created_at=frozen)
     assert fastpath.eligible(connection.vendor, [], False) is False
     returned = {}
 
