@@ -10,7 +10,7 @@ commit; nothing is written when they raise. ``save_source_records`` is atomic an
 takes no event_seq and sends no signal. Three are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
-- ``purge_conversations`` deletes each conversation in its own transaction (``delete_conversation``);
+- ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
 - ``recover_interrupted`` recovers each conversation in its own locked transaction.
 
 An error part way through the last two leaves the conversations already done as they are.
@@ -42,8 +42,17 @@ from murmur_conversations.services.conversations import (
     start_conversation,
     update_conversation,
 )
-from murmur_conversations.services.deletion import delete_conversation, purge_conversations
+from murmur_conversations.services.deletion import (
+    delete_conversation,
+    purge_conversations,
+)
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
+from murmur_conversations.services.retention import (
+    MAX_HOLD_REASON,
+    log_access,
+    place_hold,
+    release_hold,
+)
 from murmur_conversations.services.runs import (
     MAX_ANSWER_CHARS,
     answer_pending_ask,
@@ -55,14 +64,18 @@ from murmur_conversations.services.tools import resolve_tool_result, update_tool
 __all__ = [
     "ALLOWED_MOVES",
     "MAX_ANSWER_CHARS",
+    "MAX_HOLD_REASON",
     "UNSET",
     "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
+    "alog_access",
     "answer_pending_ask",
+    "aplace_hold",
     "apurge_conversations",
     "arecover_interrupted",
+    "arelease_hold",
     "aresolve_tool_result",
     "asave_message",
     "asave_messages",
@@ -75,8 +88,11 @@ __all__ = [
     "broadcast_delta",
     "cancel_run",
     "delete_conversation",
+    "log_access",
+    "place_hold",
     "purge_conversations",
     "recover_interrupted",
+    "release_hold",
     "resolve_tool_result",
     "save_message",
     "save_messages",
@@ -103,3 +119,6 @@ adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
 arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)
+aplace_hold = sync_to_async(place_hold)
+arelease_hold = sync_to_async(release_hold)
+alog_access = sync_to_async(log_access)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
@@ -20,11 +21,13 @@ from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
 )
+from murmur_conversations.redaction import fit, redact
 from murmur_conversations.services.writing import (
     ConversationRef,
     conversation_pk,
     database_errors,
     owner_pk,
+    save_redaction_counts,
     send,
     send_on_commit,
     writing,
@@ -43,6 +46,13 @@ class _Unset:
 
 #: Default of ``update_conversation`` fields: leave the field as it is.
 UNSET: Final[Any] = _Unset()
+
+
+def _redacted_title(title: str) -> tuple[str, dict[str, int]]:
+    """A checked title with its secrets replaced, cut back to 255 characters if the markers
+    made it longer (``redaction.fit``)."""
+    redacted, found = redact(title)
+    return fit(redacted, 255), found
 
 
 def _claim(conversation: Conversation, owner_id: Any) -> Conversation:
@@ -79,10 +89,15 @@ def start_conversation(
     raise ``IntegrityError``. A creation sends ``conversation_saved`` with event_seq 0.
     """
     new_owner = owner_pk(owner)
-    title = check_short_string(title, what="title")
-    metadata = check_object(
-        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    title, found = _redacted_title(check_short_string(title, what="title"))
+    metadata, found_in_metadata = redact(
+        check_object(
+            {} if metadata is None else metadata,
+            what="metadata",
+            limit=app_settings.max_metadata_bytes,
+        )
     )
+    found = dict(Counter(found) + Counter(found_in_metadata))
     source = check_short_string(source or "", what="source", max_length=64)
     external_id = check_short_string(external_id or "", what="external_id")
     pk = None if conversation_id is None else conversation_pk(conversation_id)
@@ -113,6 +128,7 @@ def start_conversation(
                         source=source,
                         external_id=external_id,
                     )
+                    save_redaction_counts(using, conversation.pk, found)
                     send_on_commit(
                         signals.conversation_saved, using, conversation=conversation, event_seq=0
                     )
@@ -131,16 +147,20 @@ def update_conversation(
     """Replace ``title`` (a string of at most 255 characters) and/or ``metadata`` (a JSON object of
     at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
     ``saved_at`` and sends ``conversation_updated``; no change, no event."""
+    found: dict[str, dict[str, int]] = {}
     if title is not UNSET:
-        title = check_short_string(title, what="title")
+        title, found["title"] = _redacted_title(check_short_string(title, what="title"))
     if metadata is not UNSET:
-        metadata = check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+        metadata, found["metadata"] = redact(
+            check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+        )
     with writing(conversation) as write:
         locked = write.conversation
         for name, value in (("title", title), ("metadata", metadata)):
             if value is not UNSET and getattr(locked, name) != value:
                 setattr(locked, name, value)
                 write.extra_fields.add(name)
+                write.redactions.update(found[name])
         if write.extra_fields:
             write.take_event()
             write.conversation_updated = True
@@ -176,8 +196,9 @@ def set_status(
     """
     if status not in ConversationStatus.values:
         raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
+    found: dict[str, int] = {}
     if pending_ask is not None:
-        pending_ask = _check_pending_ask(pending_ask)
+        pending_ask, found = redact(_check_pending_ask(pending_ask))
         if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
     with writing(conversation) as write:
@@ -186,6 +207,7 @@ def set_status(
             if locked.pending_ask != pending_ask:
                 locked.pending_ask_event_seq = write.take_event()
                 write.extra_fields.add("pending_ask_event_seq")
+                write.redactions.update(found)
             locked.status, locked.pending_ask = status, pending_ask
             write.extra_fields |= {"status", "pending_ask"}
             write.take_event()
@@ -206,4 +228,7 @@ def broadcast_delta(*, conversation: ConversationRef, stream_id: str, text: str)
         if found is None:
             raise ConversationNotFound(f"no conversation {conversation!r}")
         conv = found
-    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=clean_text(text))
+    # Redacted like stored text; a secret split across two increments cannot be recognised in
+    # either (the stored message, redacted whole, replaces the preview).
+    text = redact(clean_text(text)).value
+    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=text)
