@@ -50,6 +50,7 @@ from murmur_conversations.services.lifecycle import ALLOWED_MOVES
 from murmur_conversations.services.retention import (
     MAX_HOLD_REASON,
     log_access,
+    log_accesses,
     place_hold,
     release_hold,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "acancel_run",
     "adelete_conversation",
     "alog_access",
+    "alog_accesses",
     "answer_pending_ask",
     "aplace_hold",
     "apurge_conversations",
@@ -89,6 +91,7 @@ __all__ = [
     "cancel_run",
     "delete_conversation",
     "log_access",
+    "log_accesses",
     "place_hold",
     "purge_conversations",
     "recover_interrupted",
@@ -122,3 +125,4 @@ abroadcast_delta = sync_to_async(broadcast_delta)
 aplace_hold = sync_to_async(place_hold)
 arelease_hold = sync_to_async(release_hold)
 alog_access = sync_to_async(log_access)
+alog_accesses = sync_to_async(log_accesses)
