@@ -337,7 +337,7 @@ class Redactor:
         self.keyword = KEYWORD in names
         stages = [*host, builtin]
         if self.keyword:
-            stages.append([Detector(KEYWORD, _KEYWORD_PATTERN, looks_secret)])
+            stages.append([Detector(KEYWORD, _KEYWORD_PATTERN, looks_secret, groups=True)])
         self.pii = bool(conf["PII"])
         self.pii_region = conf["PII_REGION"]
         if self.pii:
@@ -450,7 +450,12 @@ class Redactor:
         if isinstance(value, str):
             if key in IDENTITY_KEYS:
                 return value
-            text = self.text(value, counts)
+            # JSON held as text (OpenAI function.arguments) is redacted as JSON: its escapes
+            # would hide secrets from the text detectors.
+            if value[:1] in ("{", "["):
+                text = self.line(value, counts)
+            else:
+                text = self.text(value, counts)
             if (
                 self.keyword
                 and key is not None
@@ -472,7 +477,7 @@ class Redactor:
         """A stored source line: kept byte for byte unless it holds a secret; a JSON line that
         does is parsed, redacted as a JSON value and written back as compact JSON (``jsonenc``,
         ``ensure_ascii=False``), so a second redaction keeps it as it is."""
-        probe = raw.replace("\\/", "/") if "\\/" in raw else raw
+        probe = raw.replace('\\"', '"').replace("\\/", "/") if "\\" in raw else raw
         if len(raw) < _MIN_SECRET or not self._candidate(probe):
             return raw
         try:
