@@ -452,10 +452,8 @@ class Redactor:
                 return value
             # JSON held as text (OpenAI function.arguments) is redacted as JSON: its escapes
             # would hide secrets from the text detectors.
-            if value[:1] in ("{", "["):
-                text = self.line(value, counts)
-            else:
-                text = self.text(value, counts)
+            scan = self.line if value[:1] in ("{", "[") else self.text
+            text = scan(value, counts)
             if (
                 self.keyword
                 and key is not None

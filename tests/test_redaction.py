@@ -504,6 +504,7 @@ def test_pii_is_off_by_default_and_finds_emails_cards_and_phones_when_on(setting
     assert redact(text).counts == {}
     settings.MURMUR_CONVERSATIONS = {"REDACT": {"PII": True}}
     value, counts = redact(text)
+    assert counts == {"email": 1, "card-number": 1, "phone": 1}
     assert value == (
         "mail [REDACTED:email], card [REDACTED:card-number], call [REDACTED:phone] today"
     )
