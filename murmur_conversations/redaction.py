@@ -564,24 +564,29 @@ def compile_pattern(pattern: Any, *, where: str) -> Any:
 
 
 _lock = threading.Lock()
-_current: Redactor | None = None
+#: Compiled redactors by the identity of the ``REDACT`` object they were built from (kept with
+#: it, so an id is never reused): a host or the bench may swap the settings object at run time.
+_compiled: dict[int, tuple[Any, Redactor]] = {}
 
 
 def current() -> Redactor:
-    """The redactor of the current settings, compiled on first use and again after a change of
-    ``MURMUR_CONVERSATIONS`` (``override_settings``)."""
-    global _current
-    redactor = _current
-    if redactor is None:
-        with _lock:
-            redactor = _current = build(app_settings.REDACT)
+    """The redactor of the current ``MURMUR_CONVERSATIONS["REDACT"]``, compiled on first use of
+    that setting object and again after ``override_settings`` changes it."""
+    conf = app_settings.REDACT
+    entry = _compiled.get(id(conf))
+    if entry is not None and entry[0] is conf:
+        return entry[1]
+    with _lock:
+        redactor = build(conf)
+        if len(_compiled) >= 8:
+            _compiled.clear()
+        _compiled[id(conf)] = (conf, redactor)
     return redactor
 
 
 def _forget(*, setting: str, **kwargs: Any) -> None:
-    global _current
     if setting == SETTING_NAME:
-        _current = None
+        _compiled.clear()
 
 
 setting_changed.connect(_forget, dispatch_uid="murmur_conversations.redaction")
