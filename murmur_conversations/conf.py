@@ -28,6 +28,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     "GROUP_PREFIX": "murmur",
     # Seconds between database reads of a websocket consumer on a process-local channel layer.
     "DB_TAIL_INTERVAL": 0.25,
+    # Redaction at write time (docs/write-path.md "Redaction"); keys: redaction.REDACT_DEFAULTS.
+    "REDACT": {},
+    # Days after the last write when purge_conversations erases a conversation (None: never).
+    "RETENTION_DAYS": None,
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -75,6 +79,11 @@ class AppSettings:
     @property
     def db_tail_interval(self) -> float:
         return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def retention_days(self) -> int | None:
+        value = self.RETENTION_DAYS
+        return None if value is None else int(value)
 
     @property
     def hooks(self) -> dict[str, Any]:

@@ -406,3 +406,105 @@ class ImportedSource(models.Model):
     def key_of(path: str) -> str:
         """The ``path_key`` of a resolved path: the hex sha256 of its UTF-8 bytes."""
         return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class RedactionCount(models.Model):
+    """How many secrets one detector replaced in one conversation's writes (docs/write-path.md
+    "Redaction"). Kept by the services in the write that stored the redacted text, never summed
+    at read time; the removed text itself is stored nowhere."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="redaction_counts"
+    )
+    detector = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ("conversation", "detector")
+        indexes = (models.Index(fields=("detector", "-count"), name="murmur_redaction_det_idx"),)
+        constraints = (
+            models.UniqueConstraint(
+                fields=("conversation", "detector"), name="murmur_redaction_detector_uniq"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.detector}: {self.count}"
+
+
+class Hold(models.Model):
+    """A legal hold: the conversation may not be deleted or purged by anyone while it exists
+    (docs/deployment.md "Retention and holds"). ``PROTECT`` makes the database refuse too, and
+    makes deleting the owner's account fail rather than take the conversation with it."""
+
+    conversation = models.OneToOneField(
+        Conversation, on_delete=models.PROTECT, related_name="hold", primary_key=True
+    )
+    reason = models.TextField()
+    placed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    placed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-placed_at",)
+        permissions = (("manage_holds", "Can place and release legal holds"),)
+
+    def __str__(self) -> str:
+        return f"hold on {self.conversation_id}"
+
+
+class AccessSurface(models.TextChoices):
+    """Where a conversation was read by someone who is not its owner (the staff access log)."""
+
+    ADMIN = "admin", "Admin: conversation page"
+    """The admin's conversation page and its transcript pages."""
+    ADMIN_ROWS = "admin-rows", "Admin: record, display rows, tool calls, source records"
+    """The admin's lists and pages of a conversation's rows."""
+    ADMIN_EXPORT = "admin-export", "Admin: export"
+    """The admin's export action."""
+    API_DETAIL = "api-detail", "API: conversation"
+    """``GET conversations/{id}/``."""
+    API_DISPLAY = "api-display-messages", "API: display rows"
+    """``GET conversations/{id}/display-messages/``."""
+    API_RECORD = "api-record", "API: record"
+    """``GET conversations/{id}/record/``."""
+    API_TRANSCRIPT = "api-transcript", "API: transcript"
+    """``GET conversations/{id}/transcript/`` and the session wire's transcript."""
+    API_TOOL_CALLS = "api-tool-calls", "API: tool calls"
+    """``GET conversations/{id}/tool-calls/``."""
+
+
+class AccessLogEntry(models.Model):
+    """One view of a conversation by someone who is not its owner (docs/admin.md "The access
+    log"): who, when, where. ``actor_name`` is the actor's full name, else their username, as it
+    was at the time (never their e-mail), so the entry outlives the account."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="access_log"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=255)
+    surface = models.CharField(max_length=64)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-id",)
+        verbose_name_plural = "access log entries"
+        indexes = (
+            models.Index(fields=("conversation", "-id"), name="murmur_access_conv_idx"),
+            models.Index(fields=("actor", "-id"), name="murmur_access_actor_idx"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} read {self.conversation_id} ({self.surface})"

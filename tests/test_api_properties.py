@@ -169,4 +169,4 @@ def test_schema_matches_the_responses(make_user, make_conversation):
 
         check()
         seen += 1
-    assert seen == 13  # the 11 routes of the app, the answer route and the demo token
+    assert seen == 14  # the 11 routes of the app, the answer and access-log routes, the token

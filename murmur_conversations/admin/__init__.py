@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from murmur_conversations.admin.conversation import ConversationAdmin
+from murmur_conversations.admin.forget import AccessLogEntryAdmin, HoldAdmin, RedactionCountAdmin
 from murmur_conversations.admin.rows import (
     DisplayMessageAdmin,
     MessageAdmin,
@@ -11,9 +12,12 @@ from murmur_conversations.admin.rows import (
 )
 
 __all__ = [
+    "AccessLogEntryAdmin",
     "ConversationAdmin",
     "DisplayMessageAdmin",
+    "HoldAdmin",
     "MessageAdmin",
+    "RedactionCountAdmin",
     "SourceRecordAdmin",
     "ToolCallAdmin",
 ]

@@ -9,7 +9,11 @@ from __future__ import annotations
 from django.urls import path
 
 from murmur_conversations.api.session_wire import SessionWireView
-from murmur_conversations.api.viewsets import ConversationViewSet, RecordViewSet
+from murmur_conversations.api.viewsets import (
+    AccessLogViewSet,
+    ConversationViewSet,
+    RecordViewSet,
+)
 from murmur_conversations.api.ws_ticket import WsTicketView
 
 app_name = "murmur_conversations"
@@ -58,6 +62,11 @@ urlpatterns = [
         _DETAIL + "tool-calls/",
         ConversationViewSet.as_view({"get": "tool_calls"}),
         name="conversation-tool-calls",
+    ),
+    path(
+        _DETAIL + "access-log/",
+        AccessLogViewSet.as_view({"get": "entries"}),
+        name="conversation-access-log",
     ),
     path("ws-ticket/", WsTicketView.as_view(), name="ws-ticket"),
     path("session/", SessionWireView.as_view(), name="session"),

@@ -52,6 +52,7 @@ from murmur_conversations.importers.records import (
 )
 from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
+from murmur_conversations.redaction import redact
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
@@ -145,6 +146,11 @@ class _Writer:
 
     def problem(self, problem: Problem) -> None:
         self.outcome.problems += 1
+        # Reports go to stderr and logs: no secret in them either (docs/write-path.md).
+        reason, found = redact(problem.reason)
+        shown, found_in_excerpt = redact(problem.excerpt)
+        if found or found_in_excerpt:
+            problem = Problem(problem.line, reason, shown)
         self.report(problem)
 
     def time(self, at: datetime | None) -> datetime | None:
@@ -283,7 +289,8 @@ class _Writer:
             normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
             self.refused_ids.add(str(item.message.get("id")))
-            self.problem(Problem(item.line, str(error), excerpt(compact_json(item.message))))
+            shown = excerpt(redact(compact_json(item.message)).value)
+            self.problem(Problem(item.line, str(error), shown))
             return
         self.outcome.messages_seen += 1
         self.outcome.usable += 1

@@ -10,7 +10,7 @@ commit; nothing is written when they raise. ``save_source_records`` is atomic an
 takes no event_seq and sends no signal. Three are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
-- ``purge_conversations`` deletes each conversation in its own transaction (``delete_conversation``);
+- ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
 - ``recover_interrupted`` recovers each conversation in its own locked transaction.
 
 An error part way through the last two leaves the conversations already done as they are.
@@ -48,6 +48,13 @@ from murmur_conversations.services.importing import (
     remember_imported_source,
 )
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
+from murmur_conversations.services.retention import (
+    MAX_HOLD_REASON,
+    log_access,
+    log_accesses,
+    place_hold,
+    release_hold,
+)
 from murmur_conversations.services.runs import (
     MAX_ANSWER_CHARS,
     answer_pending_ask,
@@ -59,15 +66,20 @@ from murmur_conversations.services.tools import resolve_tool_result, update_tool
 __all__ = [
     "ALLOWED_MOVES",
     "MAX_ANSWER_CHARS",
+    "MAX_HOLD_REASON",
     "UNSET",
     "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
     "aforget_imported_source",
+    "alog_access",
+    "alog_accesses",
     "answer_pending_ask",
+    "aplace_hold",
     "apurge_conversations",
     "arecover_interrupted",
+    "arelease_hold",
     "aremember_imported_source",
     "aresolve_tool_result",
     "asave_message",
@@ -82,8 +94,12 @@ __all__ = [
     "cancel_run",
     "delete_conversation",
     "forget_imported_source",
+    "log_access",
+    "log_accesses",
+    "place_hold",
     "purge_conversations",
     "recover_interrupted",
+    "release_hold",
     "remember_imported_source",
     "resolve_tool_result",
     "save_message",
@@ -113,3 +129,7 @@ arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)
 aremember_imported_source = sync_to_async(remember_imported_source)
 aforget_imported_source = sync_to_async(forget_imported_source)
+aplace_hold = sync_to_async(place_hold)
+arelease_hold = sync_to_async(release_hold)
+alog_access = sync_to_async(log_access)
+alog_accesses = sync_to_async(log_accesses)

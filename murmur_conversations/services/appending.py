@@ -28,6 +28,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
+from murmur_conversations.redaction import redact
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -171,9 +172,12 @@ def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> Non
 
 def _source_record_objects(
     conversation: Conversation, source: str, records: Iterable[dict[str, Any]]
-) -> list[SourceRecord]:
+) -> tuple[list[SourceRecord], dict[str, dict[str, int]]]:
+    """The records as unsaved rows, their raw lines redacted (``redact(source_line=True)``),
+    and the redaction counts per source key."""
     source = check_short_string(source, what="source", max_length=32, allow_empty=False)
     objects: dict[str, SourceRecord] = {}
+    redactions: dict[str, dict[str, int]] = {}
     for record in records:
         if not isinstance(record, dict) or not isinstance(record.get("raw"), str):
             raise InvalidContent(
@@ -186,23 +190,25 @@ def _source_record_objects(
         line = record.get("line_number")
         if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
             raise InvalidContent("source record 'line_number' must be a non-negative integer")
-        objects.setdefault(
-            key,
-            SourceRecord(
-                conversation=conversation,
-                source=source,
-                source_key=key,
-                line_number=line,
-                raw=clean_text(record["raw"]),
-                record_type=check_short_string(
-                    record.get("record_type") or "", what="record_type", max_length=64
-                ),
+        if key in objects:
+            continue
+        raw, redactions[key] = redact(clean_text(record["raw"]), source_line=True)
+        objects[key] = SourceRecord(
+            conversation=conversation,
+            source=source,
+            source_key=key,
+            line_number=line,
+            raw=raw,
+            record_type=check_short_string(
+                record.get("record_type") or "", what="record_type", max_length=64
             ),
         )
-    return list(objects.values())
+    return list(objects.values()), redactions
 
 
-def _insert_source_records(write: Write, objects: list[SourceRecord]) -> int:
+def _insert_source_records(
+    write: Write, objects: list[SourceRecord], redactions: dict[str, dict[str, int]]
+) -> int:
     if not objects:
         return 0
     manager = SourceRecord.objects.using(write.using)
@@ -215,6 +221,8 @@ def _insert_source_records(write: Write, objects: list[SourceRecord]) -> int:
     )
     fresh = [o for o in objects if o.source_key not in existing]
     manager.bulk_create(fresh, batch_size=1000)
+    for record in fresh:
+        write.redactions.update(redactions[record.source_key])
     return len(fresh)
 
 
@@ -285,7 +293,7 @@ def save_messages(
         if records:
             if not source:
                 raise InvalidContent("source_records need the 'source' format name")
-            _insert_source_records(write, _source_record_objects(conv, source, records))
+            _insert_source_records(write, *_source_record_objects(conv, source, records))
         write.times = stamps
         rows = _write_messages(write, _load_batch(write, fresh), fresh) if fresh else []
         if existing:  # the rows of the known messages, which this call returns too
@@ -326,6 +334,7 @@ def _write_messages(
     for message in fresh:
         if write.times:
             write.stamp(write.times.get(id(message)))
+        write.redactions.update(message.redactions)
         conv.record_length += 1
         conv.transcript_count += message.in_transcript
         record[id(message)] = Message(
@@ -389,7 +398,9 @@ def save_source_records(
     with database_errors(), transaction.atomic(using=using):
         locked = lock_conversation(pk, using)
         write = Write(locked, using)
-        return _insert_source_records(write, _source_record_objects(locked, source, records))
+        added = _insert_source_records(write, *_source_record_objects(locked, source, records))
+        write.finish()  # the redaction counts; no event_seq, so nothing else
+        return added
 
 
 def save_synthetic_message(
@@ -409,14 +420,20 @@ def save_synthetic_message(
         raise InvalidContent(
             f"unknown message_type {message_type!r}; one of {', '.join(MessageType.values)}"
         )
-    content = clean_json(content)
+    content, found = redact(clean_json(content))
     check_display_content(content_type, content)
     check_size(content, limit=app_settings.max_content_bytes, what="content")
-    metadata = check_object(
-        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    metadata, found_in_metadata = redact(
+        check_object(
+            {} if metadata is None else metadata,
+            what="metadata",
+            limit=app_settings.max_metadata_bytes,
+        )
     )
     at = check_time(at, what="at")
     with writing(conversation, at) as write:
+        write.redactions.update(found)
+        write.redactions.update(found_in_metadata)
         row = write.new_row(
             message_type=message_type,
             content_type=content_type,

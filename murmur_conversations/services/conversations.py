@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,11 +22,13 @@ from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
 )
+from murmur_conversations.redaction import fit, redact
 from murmur_conversations.services.writing import (
     ConversationRef,
     conversation_pk,
     database_errors,
     owner_pk,
+    save_redaction_counts,
     send,
     send_on_commit,
     writing,
@@ -45,6 +48,13 @@ class _Unset:
 
 #: Default of ``update_conversation`` fields: leave the field as it is.
 UNSET: Final[Any] = _Unset()
+
+
+def _redacted_title(title: str) -> tuple[str, dict[str, int]]:
+    """A checked title with its secrets replaced, cut back to 255 characters if the markers
+    made it longer (``redaction.fit``)."""
+    redacted, found = redact(title)
+    return fit(redacted, 255), found
 
 
 def _claim(conversation: Conversation, owner_id: Any) -> Conversation:
@@ -84,10 +94,15 @@ def start_conversation(
     ``saved_at`` too, when it began earlier than now (an import); an existing one is not changed.
     """
     new_owner = owner_pk(owner)
-    title = check_short_string(title, what="title")
-    metadata = check_object(
-        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    title, found = _redacted_title(check_short_string(title, what="title"))
+    metadata, found_in_metadata = redact(
+        check_object(
+            {} if metadata is None else metadata,
+            what="metadata",
+            limit=app_settings.max_metadata_bytes,
+        )
     )
+    found = dict(Counter(found) + Counter(found_in_metadata))
     source = check_short_string(source or "", what="source", max_length=64)
     external_id = check_short_string(external_id or "", what="external_id")
     pk = None if conversation_id is None else conversation_pk(conversation_id)
@@ -121,6 +136,7 @@ def start_conversation(
                         external_id=external_id,
                         **times,
                     )
+                    save_redaction_counts(using, conversation.pk, found)
                     send_on_commit(
                         signals.conversation_saved, using, conversation=conversation, event_seq=0
                     )
@@ -144,10 +160,13 @@ def update_conversation(
     at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
     ``saved_at`` (to ``at`` when given, docs/write-path.md "Times"; never backwards) and sends
     ``conversation_updated``; no change, no event."""
+    found: dict[str, dict[str, int]] = {}
     if title is not UNSET:
-        title = check_short_string(title, what="title")
+        title, found["title"] = _redacted_title(check_short_string(title, what="title"))
     if metadata is not UNSET:
-        metadata = check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+        metadata, found["metadata"] = redact(
+            check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+        )
     at = check_time(at, what="at")
     with writing(conversation, at) as write:
         locked = write.conversation
@@ -155,6 +174,7 @@ def update_conversation(
             if value is not UNSET and getattr(locked, name) != value:
                 setattr(locked, name, value)
                 write.extra_fields.add(name)
+                write.redactions.update(found[name])
         if write.extra_fields:
             write.take_event()
             write.conversation_updated = True
@@ -195,8 +215,9 @@ def set_status(
     """
     if status not in ConversationStatus.values:
         raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
+    found: dict[str, int] = {}
     if pending_ask is not None:
-        pending_ask = _check_pending_ask(pending_ask)
+        pending_ask, found = redact(_check_pending_ask(pending_ask))
         if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
     at = check_time(at, what="at")
@@ -206,6 +227,7 @@ def set_status(
             if locked.pending_ask != pending_ask:
                 locked.pending_ask_event_seq = write.take_event()
                 write.extra_fields.add("pending_ask_event_seq")
+                write.redactions.update(found)
             locked.status, locked.pending_ask = status, pending_ask
             write.extra_fields |= {"status", "pending_ask"}
             write.take_event()
@@ -226,4 +248,7 @@ def broadcast_delta(*, conversation: ConversationRef, stream_id: str, text: str)
         if found is None:
             raise ConversationNotFound(f"no conversation {conversation!r}")
         conv = found
-    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=clean_text(text))
+    # Redacted like stored text; a secret split across two increments cannot be recognised in
+    # either (the stored message, redacted whole, replaces the preview).
+    text = redact(clean_text(text)).value
+    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=text)

@@ -35,6 +35,7 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
         and bool(messages)
         and not has_records
         and all(m.injected or (not m.is_tool_result and not m.calls) for m in messages)
+        and not any(m.redactions for m in messages)  # their counts take the general path
         and len({m.message_id for m in messages}) == len(messages)
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -32,7 +33,7 @@ from django.utils import timezone
 
 from murmur_conversations import signals
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
-from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
+from murmur_conversations.models import Conversation, DisplayMessage, RedactionCount, ToolCall
 
 logger = logging.getLogger("murmur_conversations.signals")
 
@@ -166,6 +167,8 @@ class Write:
         self.status_changed = False
         self.conversation_updated = False
         self.extra_fields: set[str] = set()
+        #: Secrets replaced in what this call stores, per detector (docs/write-path.md).
+        self.redactions: Counter[str] = Counter()
 
     def take_event(self) -> int:
         """This call's event_seq, taken on first use (one per changing call)."""
@@ -192,7 +195,11 @@ class Write:
         self.updated[row.pk] = row
 
     def finish(self) -> None:
-        """Save the counters and queue the signals, if anything changed."""
+        """Save the redaction counts and the counters, and queue the signals, if anything
+        changed."""
+        if self.redactions:
+            save_redaction_counts(self.using, self.conversation.pk, self.redactions)
+            self.redactions = Counter()
         if self.event_seq is None:
             return
         conversation = self.conversation
@@ -231,6 +238,30 @@ class Write:
         """Bulk-save the changed fields (:data:`ROW_FIELDS`) of existing display rows."""
         if rows:
             DisplayMessage.objects.using(self.using).bulk_update(rows, ROW_FIELDS, batch_size=500)
+
+
+def save_redaction_counts(using: str, pk: uuid.UUID, counts: dict[str, int]) -> None:
+    """Add ``counts`` (detector -> secrets replaced) to the conversation's ``RedactionCount``
+    rows: one upsert statement, inside the caller's transaction (docs/write-path.md)."""
+    rows = sorted((name, n) for name, n in counts.items() if n > 0)
+    if not rows:
+        return
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    table = quote(RedactionCount._meta.db_table)
+    conversation_id = Conversation._meta.pk.get_db_prep_value(pk, connection)
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    params: list[Any] = []
+    for name, n in rows:
+        params += [conversation_id, name, n]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({quote('conversation_id')}, {quote('detector')}, "
+            f"{quote('count')}) VALUES {values} ON CONFLICT ({quote('conversation_id')}, "
+            f"{quote('detector')}) DO UPDATE SET {quote('count')} = "
+            f"{table}.{quote('count')} + EXCLUDED.{quote('count')}",
+            params,
+        )
 
 
 def lock_conversation(pk: uuid.UUID, using: str) -> Conversation:
