@@ -26,7 +26,7 @@ from tests.servers import child_environment, uvicorn_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 TIMEOUT = 20  # seconds: the bound of every wait (server start, frames, page changes)
 CHROMIUM_ARGS = [
