@@ -1,6 +1,10 @@
-"""Assertions shared by the test modules."""
+"""Assertions and fixture types shared by the test modules (the fixtures are in ``conftest.py``)."""
 
 from __future__ import annotations
+
+from typing import Any, Protocol
+
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.projection import transcript_entry
@@ -33,3 +37,16 @@ def assert_counters_match_rows(conversation: Conversation) -> None:
         DisplayMessage.objects.filter(conversation=conversation).values_list("event_seq", flat=True)
     )
     assert all(e <= conversation.last_event_seq for e in events)
+
+
+class MakeUser(Protocol):
+    """The ``make_user`` fixture: a user with password 'pw' (a fresh username unless given)."""
+
+    def __call__(self, username: str | None = None, **fields: Any) -> User: ...
+
+
+class MakeConversation(Protocol):
+    """The ``make_conversation`` fixture: ``start_conversation`` for ``owner`` (the ``user``
+    fixture unless given)."""
+
+    def __call__(self, owner: User | None = ..., **kwargs: Any) -> Conversation: ...

@@ -13,14 +13,7 @@ from django.db import transaction
 from murmur_conversations import services
 from murmur_conversations.models import DisplayMessage
 from murmur_conversations.realtime import broadcast
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    expect_close,
-    frames_until,
-    private_layer,
-    ticket_for,
-)
+from tests.realtime_helpers import TIMEOUT, connect, expect_close, frames_until, ticket_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 

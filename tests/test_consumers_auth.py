@@ -12,14 +12,7 @@ from django.test import Client
 from murmur_conversations import services
 from murmur_conversations.realtime import broadcast
 from murmur_conversations.tickets import issue_ticket
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    LOCAL_LAYER,
-    TIMEOUT,
-    connect,
-    expect_close,
-    frames_until,
-    private_layer,
-)
+from tests.realtime_helpers import LOCAL_LAYER, TIMEOUT, connect, expect_close, frames_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 

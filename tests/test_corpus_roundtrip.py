@@ -8,20 +8,15 @@ this version cannot read yet must be refused cleanly: exit 2 with "cannot read y
 
 from __future__ import annotations
 
-import io
-from pathlib import Path
-
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from tests.helpers import assert_counters_match_rows
+from tests.import_helpers import CORPUS, run
 
 pytestmark = pytest.mark.django_db
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")
@@ -40,17 +35,6 @@ def walk(client: APIClient, url: str) -> tuple[list[dict], list[dict]]:
         if cursor is None:
             return pages, rows
         assert len(pages) < 1000  # a walk always ends
-
-
-def run_import(path: Path, owner) -> tuple[str, str, CommandError | None]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command(
-            "import_conversations", str(path), "--owner", owner.username, stdout=out, stderr=err
-        )
-    except CommandError as error:
-        return out.getvalue(), err.getvalue(), error
-    return out.getvalue(), err.getvalue(), None
 
 
 def check_read_back(client: APIClient, conversation: Conversation) -> None:
@@ -85,10 +69,10 @@ def test_the_corpus_is_there():
 
 @pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
 def test_import_and_read_back(path, user):
-    out, err, error = run_import(path, user)
-    if error is not None:
-        assert path.parent.name not in MUST_IMPORT, f"{error}\n{err}"
-        assert error.returncode == 2, f"{error}\n{err}"
+    code, out, err = run(path, "--owner", user.username)
+    if code != 0:
+        assert path.parent.name not in MUST_IMPORT, err
+        assert code == 2, err
         assert "cannot read yet" in err
         assert not Conversation.objects.exists()
         return
@@ -103,6 +87,6 @@ def test_import_and_read_back(path, user):
         check_read_back(client, conversation)
 
     counts = (Message.objects.count(), DisplayMessage.objects.count())
-    _, again_err, again = run_import(path, user)
-    assert again is None, again_err
+    again, _, again_err = run(path, "--owner", user.username)
+    assert again == 0, again_err
     assert (Message.objects.count(), DisplayMessage.objects.count()) == counts  # idempotent

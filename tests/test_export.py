@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, Message
-from tests.test_import import cassette_conversation, murmur_lines, run, write_json, write_lines
+from tests.import_helpers import cassette_conversation, murmur_lines, run, write_json, write_lines
 
 pytestmark = pytest.mark.django_db
 

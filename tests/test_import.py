@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
-import yaml
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from murmur_conversations.importers.records import canonical_json
 from murmur_conversations.models import (
@@ -21,41 +17,16 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
+from tests.import_helpers import (
+    CORPUS,
+    cassette_conversation,
+    murmur_lines,
+    run,
+    write_json,
+    write_lines,
+)
 
 pytestmark = pytest.mark.django_db
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-
-
-def run(*args, stdin=None):
-    """Run the command; return (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    extra = {"stdin": stdin} if stdin is not None else {}
-    try:
-        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **extra)
-    except CommandError as error:
-        return error.returncode, out.getvalue(), err.getvalue() + str(error)
-    return 0, out.getvalue(), err.getvalue()
-
-
-def cassette_conversation(name):
-    """The last request's messages plus its response, as a user of the cassette would take them."""
-    data = yaml.safe_load((CORPUS / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
-    last = data["interactions"][-1]
-    messages = last["request"]["parsed_body"]["messages"]
-    body = last["response"]["parsed_body"]
-    reply = body["choices"][0]["message"] if "choices" in body else body
-    return [*messages, reply]
-
-
-def write_json(path, value):
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False), "utf-8")
-    return path
-
-
-def write_lines(path, *lines, end="\n"):
-    path.write_bytes("".join(line + end for line in lines).encode("utf-8"))
-    return path
 
 
 def sha256(value):
@@ -202,20 +173,6 @@ def test_anthropic_request_body_with_system_prompt(tmp_path, user):
 
 
 # --------------------------------------------------------------------------- murmur records
-
-
-def murmur_lines():
-    return [
-        '{"role":"user","content":[{"type":"text","text":"Summarize today\'s changes."}],'
-        '"id":"msg_01a04900754b7183b66c11e744612e2d"}',
-        '{"role": "assistant", "content": [{"type": "thinking", "text": "hm", "signature": "s"},'
-        ' {"type": "tool_call", "id": "call_1", "name": "git_log", "input": {"n": 3}}],'
-        ' "id": "msg_02"}',
-        '{"role":"tool","content":"3 commits","tool_call_id":"call_1","is_error":false,'
-        '"id":"msg_03","source_id":"hook-7"}',
-        '{"role":"assistant","content":[{"type":"text","text":"Three commits, all tests: ✓"}],'
-        '"id":"msg_04","model":"m1"}',
-    ]
 
 
 def test_murmur_record_key_from_path_and_raw_lines_kept(tmp_path, user):

@@ -14,7 +14,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import CORPUS, run, write_lines
+from tests.import_helpers import CORPUS, run, write_lines
 
 pytestmark = pytest.mark.django_db
 

@@ -9,13 +9,11 @@ import json
 import sys
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
-from tests.test_import import CORPUS
+from tests.import_helpers import CORPUS, run
 
 pytestmark = pytest.mark.django_db
 
@@ -65,18 +63,6 @@ class Appender:
 
 def follow(path, user, wait, *extra):
     return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
-
-
-def run(*args, stdin=None, follow_wait=None):
-    """Run the command; return (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    options = {"stdin": stdin, "follow_wait": follow_wait}
-    options = {k: v for k, v in options.items() if v is not None}
-    try:
-        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **options)
-    except CommandError as error:
-        return error.returncode, out.getvalue(), err.getvalue() + str(error)
-    return 0, out.getvalue(), err.getvalue()
 
 
 def test_follow_a_file_line_by_line(tmp_path, user, deltas):

@@ -16,7 +16,6 @@ from murmur_conversations.importers.reading import NotUTF8, check_utf8, iter_lin
 from murmur_conversations.importers.records import (
     Begin,
     Kept,
-    ParseContext,
     Parsed,
     Problem,
     SourceLine,
@@ -25,15 +24,7 @@ from murmur_conversations.importers.records import (
     imported_id,
     key_of_messages,
 )
-
-
-def parse(fmt, text, **context):
-    parser = registry.make_parser(fmt, ParseContext(**context))
-    items = []
-    for line in iter_lines(io.BytesIO(text.encode("utf-8"))):
-        items.extend(parser.feed(line))
-    items.extend(parser.finish())
-    return items
+from tests.import_helpers import json_values, parse
 
 
 def test_canonical_json_and_ids():
@@ -163,13 +154,6 @@ def test_detection(text, expected):
     ]
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 message_like = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "tool", 3])},
     optional={

@@ -21,8 +21,7 @@ from murmur_conversations.importers.records import (
     Problem,
     SourceLine,
 )
-from tests.test_import import CORPUS
-from tests.test_parsers import json_values, parse
+from tests.import_helpers import CORPUS, json_values, parse
 
 
 def feed_all(fmt, lines, **context):

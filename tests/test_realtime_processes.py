@@ -22,9 +22,9 @@ from websockets.exceptions import ConnectionClosed
 
 from murmur_conversations import services
 from murmur_conversations.realtime import broadcast
+from tests.realtime_helpers import ticket_for
 from tests.servers import child_environment
 from tests.servers import uvicorn_server as serve
-from tests.test_realtime_support import ticket_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connection
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from murmur_conversations.realtime import broadcast
 from tests.helpers import assert_counters_match_rows
-from tests.test_realtime_support import TIMEOUT, connect, frames_until
+from tests.realtime_helpers import TIMEOUT, connect, frames_until
+from tests.servers import database_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 30  # seconds a server may take to start; a bound, never a synchronisation
@@ -187,13 +187,8 @@ print(json.dumps({"killed": killed, "error": state.get("error"), "after_kill": a
 def test_a_connection_killed_mid_write_fails_cleanly_and_the_retry_lands_once(private_postgres):
     """The batch fails with ``WriteConflict``; the conversation is exactly as before it (one
     message, one row, one event); the retry adds the 40 messages and the call once, gapless."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}
-    env.update(
-        DATABASE_URL=private_postgres,
-        DJANGO_SETTINGS_MODULE="project.settings",
-        MURMUR_DB_POOL_MAX="4",
-        PYTHONWARNINGS="ignore",
-    )
+    env = database_environment(pool_max=4)
+    env.update(DATABASE_URL=private_postgres, MURMUR_DB_POOL_MAX="4")
     run = subprocess.run(
         [sys.executable, "-c", KILL_SCENARIO],
         cwd=ROOT,
@@ -339,15 +334,7 @@ def test_a_worker_killed_mid_stream_leaves_nothing_looking_live(conversation):
     """A worker process SIGKILLed while a call is executing and another pending, its conversation
     ``running``: ``recover_interrupted`` marks both calls ``interrupted`` (``worker_lost``) and the
     conversation ``interrupted``, in one event; a second run changes nothing."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="project.settings", PYTHONWARNINGS="ignore")
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-        env["MURMUR_DB_POOL_MAX"] = "2"
+    env = database_environment(pool_max=2)
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER_RUN, str(conversation.pk)],
         cwd=ROOT,

@@ -13,18 +13,17 @@ state (the one the single winning worker set), and every page walk returned each
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from murmur_conversations import services
 from murmur_conversations.models import Message, ToolCall
 from tests.api_helpers import token_client, url
 from tests.helpers import assert_counters_match_rows
+from tests.servers import database_environment
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -88,18 +87,6 @@ print(json.dumps({"changes": changes, "wins": wins}), flush=True)
 """
 
 
-def child_env() -> dict[str, str]:
-    """The demo settings pointed at this test database, with a small pool and no Redis."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    env["MURMUR_DB_POOL_MAX"] = "4"
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
-
-
 def walk(client, conversation_id, route: str) -> list[int]:
     """One full page walk (newest first), returning the keys it saw."""
     seen, cursor = [], None
@@ -131,7 +118,7 @@ def test_workers_in_several_processes_lose_and_double_nothing(make_user):
         },
     )
     setup_events = 1
-    env = child_env()
+    env = database_environment(pool_max=4)
     workers = [
         subprocess.Popen(
             [

@@ -34,13 +34,7 @@ from murmur_conversations.hooks import issue_token
 from murmur_conversations.models import Conversation
 from murmur_conversations.realtime.routing import websocket_urlpatterns
 from tests.api_helpers import API, shape, token_client
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    frames_until,
-    private_layer,
-    ticket_for,
-)
+from tests.realtime_helpers import TIMEOUT, connect, frames_until, ticket_for
 
 VERBS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 DENIED = ("other", "staff", "anonymous", "hook_elsewhere", "expired_ticket")

@@ -50,12 +50,7 @@ from murmur_conversations.models import Conversation, DisplayMessage, Message, T
 from murmur_conversations.representations import display_row, record_row, tool_call_row
 from tests.api_helpers import API, token_client, url
 from tests.helpers import assert_counters_match_rows
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    frames_until,
-    private_layer,
-)
+from tests.realtime_helpers import TIMEOUT, connect, frames_until
 
 DEEP = 10_000
 ITEM_TYPES = (Begin, Parsed, Kept, ToolUpdate, StatusChange, Notice, Delta, Problem)

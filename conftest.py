@@ -1,0 +1,87 @@
+"""What both test sessions share (the library's ``tests/`` on ``tests.settings``, the demo's
+``project/tests/`` on ``project.tests.settings``; ``python3 dev.py test`` runs both): the
+service-dependent skip rules and the user and conversation fixtures.
+
+Tests marked ``postgres``, ``redis`` or ``browser`` skip with a reason unless ``DATABASE_URL``,
+``REDIS_URL`` or ``CHROMIUM_PATH`` is set. With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``)
+a skip of such a test whose variable *is* set fails the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+
+from murmur_conversations import services
+from murmur_conversations.models import Conversation
+from tests.helpers import MakeConversation, MakeUser
+
+SERVICE_MARKERS = {"postgres": "DATABASE_URL", "redis": "REDIS_URL", "browser": "CHROMIUM_PATH"}
+_bad_skips: list[str] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, variable in SERVICE_MARKERS.items():
+        if item.get_closest_marker(marker) and not os.environ.get(variable):
+            pytest.skip(f"needs {marker}: set {variable} to run it")
+        if (
+            marker == "postgres"
+            and item.get_closest_marker(marker)
+            and connection.vendor != "postgresql"
+        ):
+            pytest.skip("needs the PostgreSQL profile (DATABASE_URL=postgres://...)")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and os.environ.get("MURMUR_REQUIRE_SERVICES") == "1":
+        keywords = report.keywords
+        for marker, variable in SERVICE_MARKERS.items():
+            if marker in keywords and os.environ.get(variable):
+                _bad_skips.append(f"{report.nodeid} ({marker})")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _bad_skips:
+        print("\nThese service tests skipped although their service was configured:")
+        for name in _bad_skips:
+            print("  ", name)
+        session.exitstatus = 1
+
+
+_counter = itertools.count(1)
+
+
+@pytest.fixture
+def make_user(django_user_model: type[User]) -> MakeUser:
+    """Factory: ``make_user(username=None, **fields)`` creates a user with password 'pw'."""
+
+    def make(username: str | None = None, **fields: Any) -> User:
+        name = username or f"user{next(_counter)}"
+        return django_user_model.objects.create_user(username=name, password="pw", **fields)
+
+    return make
+
+
+@pytest.fixture
+def user(make_user: MakeUser) -> User:
+    return make_user()
+
+
+@pytest.fixture
+def make_conversation(user: User) -> MakeConversation:
+    """Factory: ``make_conversation(owner=user, **kwargs)`` through ``start_conversation``."""
+
+    def make(owner: User | None = user, **kwargs: Any) -> Conversation:
+        return services.start_conversation(owner=owner, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def conversation(make_conversation: MakeConversation) -> Conversation:
+    return make_conversation(title="Test conversation")

@@ -1,0 +1,97 @@
+"""Helpers of the importer tests (docs/formats.md): the shared corpus, running
+``import_conversations``, writing input files, and parsing text with a registered parser."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from hypothesis import strategies as st
+
+from murmur_conversations.importers import registry
+from murmur_conversations.importers.reading import iter_lines
+from murmur_conversations.importers.records import ParseContext
+
+#: The shared corpus of real agent logs, never copied into the checkout: ``MURMUR_CORPUS``, else
+#: ``../shared/corpus`` next to the checkout.
+CORPUS = Path(
+    os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
+
+JSON = Any  # a value ``json.loads`` returns
+
+#: Small JSON values of every kind, nested a little.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def run(
+    *args: object, stdin: IO[bytes] | None = None, follow_wait: Callable[[], None] | None = None
+) -> tuple[int, str, str]:
+    """Run ``import_conversations`` with ``args``; return (exit code, stdout, stderr), the
+    ``CommandError``'s message appended to stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    options: dict[str, object] = {"stdin": stdin, "follow_wait": follow_wait}
+    options = {k: v for k, v in options.items() if v is not None}
+    try:
+        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **options)
+    except CommandError as error:
+        return error.returncode, out.getvalue(), err.getvalue() + str(error)
+    return 0, out.getvalue(), err.getvalue()
+
+
+def write_json(path: Path, value: JSON) -> Path:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False), "utf-8")
+    return path
+
+
+def write_lines(path: Path, *lines: str, end: str = "\n") -> Path:
+    path.write_bytes("".join(line + end for line in lines).encode("utf-8"))
+    return path
+
+
+def cassette_conversation(name: str) -> list[dict[str, JSON]]:
+    """The last request's messages plus its response, as a user of the cassette would take them."""
+    data = yaml.safe_load((CORPUS / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
+    last = data["interactions"][-1]
+    messages: list[dict[str, JSON]] = last["request"]["parsed_body"]["messages"]
+    body = last["response"]["parsed_body"]
+    reply = body["choices"][0]["message"] if "choices" in body else body
+    return [*messages, reply]
+
+
+def murmur_lines() -> list[str]:
+    """A murmur record of four messages (a tool call and its result among them), one per line."""
+    return [
+        '{"role":"user","content":[{"type":"text","text":"Summarize today\'s changes."}],'
+        '"id":"msg_01a04900754b7183b66c11e744612e2d"}',
+        '{"role": "assistant", "content": [{"type": "thinking", "text": "hm", "signature": "s"},'
+        ' {"type": "tool_call", "id": "call_1", "name": "git_log", "input": {"n": 3}}],'
+        ' "id": "msg_02"}',
+        '{"role":"tool","content":"3 commits","tool_call_id":"call_1","is_error":false,'
+        '"id":"msg_03","source_id":"hook-7"}',
+        '{"role":"assistant","content":[{"type":"text","text":"Three commits, all tests: ✓"}],'
+        '"id":"msg_04","model":"m1"}',
+    ]
+
+
+def parse(fmt: str, text: str, **context: Any) -> list[object]:
+    """Every item the ``fmt`` parser yields for ``text`` read line by line, then at its end."""
+    parser = registry.make_parser(fmt, ParseContext(**context))
+    items: list[object] = []
+    for line in iter_lines(io.BytesIO(text.encode("utf-8"))):
+        items.extend(parser.feed(line))
+    items.extend(parser.finish())
+    return items
