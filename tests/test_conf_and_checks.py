@@ -142,10 +142,6 @@ def test_sqlite_without_immediate_transactions_warns():
     assert "'plain'" in warned[0].msg and "'deferred'" in warned[1].msg
 
 
-def test_demo_settings_pass_the_database_check():
-    assert checks.check_database() == []
-
-
 def test_manage_py_check_fails_on_errors(settings, db):  # Django 6.1 checks databases too
     settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 1000}
     with pytest.raises(SystemCheckError, match="E003"):
