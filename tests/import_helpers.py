@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.reading import iter_lines
-from murmur_conversations.importers.records import ParseContext
+from murmur_conversations.importers.records import Item, ParseContext
 
 #: The shared corpus of real agent logs, never copied into the checkout: ``MURMUR_CORPUS``, else
 #: ``../shared/corpus`` next to the checkout.
@@ -87,10 +87,10 @@ def murmur_lines() -> list[str]:
     ]
 
 
-def parse(fmt: str, text: str, **context: Any) -> list[object]:
+def parse(fmt: str, text: str, **context: Any) -> list[Item]:
     """Every item the ``fmt`` parser yields for ``text`` read line by line, then at its end."""
     parser = registry.make_parser(fmt, ParseContext(**context))
-    items: list[object] = []
+    items: list[Item] = []
     for line in iter_lines(io.BytesIO(text.encode("utf-8"))):
         items.extend(parser.feed(line))
     items.extend(parser.finish())

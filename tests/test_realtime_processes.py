@@ -116,38 +116,34 @@ async def test_real_client_close_codes_and_command_writes(shared_env, tmp_path, 
     await database_sync_to_async(start_run)(conversation)
     ticket = ticket_for(user)
     with uvicorn_server(shared_env, tmp_path / "server.log") as base:
-        try:
-            assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
-            bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
-            assert await close_code(bad) == 4404
-            malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
-            assert await close_code(malformed) == 4404
-            since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
-            assert await close_code(since) == 4400
-            uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
-            async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
-                snapshot = await next_frame(ws)
-                assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
-                replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
-                assert replay[0]["message"]["content_type"] == "tool_call"
-                await database_sync_to_async(services.save_message)(
-                    conversation=conversation, message={"role": "user", "content": "here"}
-                )
-                frame = await next_frame(ws)
-                assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "here"})
-                await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
-                frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
-                assert frames[-1]["status"] == "interrupted"
-                assert frames[-1]["event_seq"] == 4
-                card = next(f for f in frames if f["type"] == "display_message_updated")
-                assert card["message"]["status"] == "interrupted"
-                await ws.send("x" * 5000)
-                with pytest.raises(ConnectionClosed):
-                    await asyncio.wait_for(ws.recv(), TIMEOUT)
-                assert ws.close_code == 1009
-        except BaseException:
-            print((tmp_path / "server.log").read_text())
-            raise
+        assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
+        bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
+        assert await close_code(bad) == 4404
+        malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
+        assert await close_code(malformed) == 4404
+        since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
+        assert await close_code(since) == 4400
+        uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
+        async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
+            snapshot = await next_frame(ws)
+            assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
+            replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
+            assert replay[0]["message"]["content_type"] == "tool_call"
+            await database_sync_to_async(services.save_message)(
+                conversation=conversation, message={"role": "user", "content": "here"}
+            )
+            frame = await next_frame(ws)
+            assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "here"})
+            await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
+            frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
+            assert frames[-1]["status"] == "interrupted"
+            assert frames[-1]["event_seq"] == 4
+            card = next(f for f in frames if f["type"] == "display_message_updated")
+            assert card["message"]["status"] == "interrupted"
+            await ws.send("x" * 5000)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), TIMEOUT)
+            assert ws.close_code == 1009
 
 
 @pytest.mark.redis
