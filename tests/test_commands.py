@@ -13,7 +13,7 @@ from django.utils import timezone
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_recover_interrupted_command(conversation):

@@ -10,6 +10,8 @@ from murmur_conversations import _fastpath, services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from tests.helpers import assert_counters_match_rows
 
+# Real transactions: inside a caller's transaction the single statement runs in a savepoint; these
+# tests are about the path a service call takes on its own (and one about a caller's transaction).
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 BATCH = [

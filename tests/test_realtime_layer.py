@@ -201,17 +201,20 @@ class HangingLayer:
             await asyncio.sleep(0.01)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_hanging_layer_never_blocks_a_write(conversation, monkeypatch, caplog):
+@pytest.mark.django_db
+def test_a_hanging_layer_never_blocks_a_write(
+    conversation, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
     layer = HangingLayer()
     hanging = broadcast.Broadcaster(maxsize=2, send_timeout=60, layer=lambda: layer)
     monkeypatch.setattr(broadcast, "_broadcaster", hanging)
     caplog.set_level(logging.WARNING, logger="murmur_conversations.realtime")
     try:
         for i in range(6):  # each write publishes two events (conversation and sidebar)
-            services.save_message(
-                conversation=conversation, message={"role": "user", "content": f"m{i}"}
-            )
+            with django_capture_on_commit_callbacks(execute=True):  # as a commit would
+                services.save_message(
+                    conversation=conversation, message={"role": "user", "content": f"m{i}"}
+                )
         assert conversation.last_event_seq == 6
         assert hanging.dropped >= 12 - 3  # one in flight, two queued at most
         assert any("dropped" in r.getMessage() for r in caplog.records)

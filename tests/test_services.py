@@ -3,11 +3,15 @@ counters, event_seq, signals after commit, and the errors of every bad input."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 
 import pytest
 from django.db import transaction
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import (
@@ -28,12 +32,22 @@ from murmur_conversations.models import (
 )
 from tests.helpers import assert_counters_match_rows
 
-# Real commits: signals are sent by on_commit, which a rolled-back test transaction never runs.
-pytestmark = pytest.mark.django_db(transaction=True)
+# Tests run in a transaction that is rolled back; ``with committed():`` runs the on_commit callbacks
+# (the signals) of what it wraps, as a commit would. The few tests about commit and rollback
+# themselves commit for real (``transaction=True``).
+pytestmark = pytest.mark.django_db
 
 
 def rows_of(conversation):
     return list(DisplayMessage.objects.filter(conversation=conversation).order_by("seq"))
+
+
+@pytest.fixture
+def committed(
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> Callable[[], AbstractContextManager[list[Callable[[], object]]]]:
+    """``with committed():`` runs, at its end, the on_commit callbacks registered inside it."""
+    return functools.partial(django_capture_on_commit_callbacks, execute=True)
 
 
 @pytest.fixture
@@ -120,6 +134,7 @@ def test_start_conversation_rejects_bad_fields(user, kwargs, message):
     assert not Conversation.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_start_conversation_sends_saved_with_event_zero(user, captured):
     with transaction.atomic():
         conversation = services.start_conversation(owner=user)
@@ -278,13 +293,13 @@ def _call(conversation, call_id="c1", name="tool"):
     )
 
 
-def test_result_completes_call_and_updates_card(conversation, captured):
+def test_result_completes_call_and_updates_card(conversation, captured, committed):
     _call(conversation)
-    captured.clear()
-    rows = services.save_message(
-        conversation=conversation,
-        message={"role": "tool", "tool_call_id": "c1", "content": "42", "id": "r1"},
-    )
+    with committed():
+        rows = services.save_message(
+            conversation=conversation,
+            message={"role": "tool", "tool_call_id": "c1", "content": "42", "id": "r1"},
+        )
     assert len(rows) == 1
     result = rows[0]
     assert (result.message_type, result.content_type) == ("tool", "tool_result")
@@ -362,19 +377,20 @@ def test_orphan_and_late_results_never_raise(conversation):
     assert_counters_match_rows(conversation)
 
 
-def test_call_and_result_in_one_batch(conversation, captured):
-    rows = services.save_messages(
-        conversation=conversation,
-        messages=[
-            {"role": "user", "content": "go"},
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_call", "id": "b", "name": "n", "input": {}}],
-            },
-            {"role": "tool", "tool_call_id": "b", "content": "ok"},
-            {"role": "assistant", "content": "done"},
-        ],
-    )
+def test_call_and_result_in_one_batch(conversation, captured, committed):
+    with committed():
+        rows = services.save_messages(
+            conversation=conversation,
+            messages=[
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_call", "id": "b", "name": "n", "input": {}}],
+                },
+                {"role": "tool", "tool_call_id": "b", "content": "ok"},
+                {"role": "assistant", "content": "done"},
+            ],
+        )
     assert [r.content_type for r in rows] == ["text", "tool_call", "tool_result", "text"]
     assert rows[1].status == "completed" and rows[1].metadata == {"result": "ok"}
     assert {r.event_seq for r in rows} == {1}
@@ -392,14 +408,18 @@ def test_call_and_result_in_one_batch(conversation, captured):
 # ----------------------------------------------------------------- de-duplication
 
 
-def test_known_message_id_is_a_noop(conversation, captured):
-    first = services.save_message(
-        conversation=conversation, message={"role": "user", "content": "a", "id": "same"}
-    )
+def test_known_message_id_is_a_noop(conversation, captured, committed):
+    with committed():
+        first = services.save_message(
+            conversation=conversation, message={"role": "user", "content": "a", "id": "same"}
+        )
+    assert captured != []  # a positive control: the first one sent its signals
     captured.clear()
-    again = services.save_message(
-        conversation=conversation, message={"role": "user", "content": "different", "id": "same"}
-    )
+    with committed():
+        again = services.save_message(
+            conversation=conversation,
+            message={"role": "user", "content": "different", "id": "same"},
+        )
     assert [r.pk for r in again] == [r.pk for r in first]
     assert captured == []
     conversation.refresh_from_db()
@@ -426,33 +446,34 @@ def test_batch_deduplicates_within_itself_and_against_store(conversation):
 # ----------------------------------------------------------------- tool status lifecycle
 
 
-def test_tool_status_lifecycle(conversation, captured):
+def test_tool_status_lifecycle(conversation, captured, committed):
     _call(conversation)
     captured.clear()
-    row = services.update_tool_status(
-        conversation=conversation,
-        status="executing",
-        tool_info={"call_id": "c1", "display_text": "Running"},
-    )
-    assert row.status == "executing" and row.metadata == {"display_text": "Running"}
-    call = ToolCall.objects.get(call_id="c1")
-    assert call.started_at is not None and call.event_seq == 2
-    again = services.update_tool_status(
-        conversation=conversation, status="executing", tool_info={"call_id": "c1"}
-    )
-    assert again.event_seq == 2
-    row = services.update_tool_status(
-        conversation=conversation,
-        status="completed",
-        tool_info={"call_id": "c1", "result": {"n": 1}},
-    )
-    assert row.metadata == {"display_text": "Running", "result": {"n": 1}}
-    call.refresh_from_db()
-    assert call.status == "completed" and call.finished_at and call.result == {"n": 1}
-    with pytest.raises(InvalidToolTransition):
-        services.update_tool_status(
+    with committed():
+        row = services.update_tool_status(
+            conversation=conversation,
+            status="executing",
+            tool_info={"call_id": "c1", "display_text": "Running"},
+        )
+        assert row.status == "executing" and row.metadata == {"display_text": "Running"}
+        call = ToolCall.objects.get(call_id="c1")
+        assert call.started_at is not None and call.event_seq == 2
+        again = services.update_tool_status(
             conversation=conversation, status="executing", tool_info={"call_id": "c1"}
         )
+        assert again.event_seq == 2
+        row = services.update_tool_status(
+            conversation=conversation,
+            status="completed",
+            tool_info={"call_id": "c1", "result": {"n": 1}},
+        )
+        assert row.metadata == {"display_text": "Running", "result": {"n": 1}}
+        call.refresh_from_db()
+        assert call.status == "completed" and call.finished_at and call.result == {"n": 1}
+        with pytest.raises(InvalidToolTransition):
+            services.update_tool_status(
+                conversation=conversation, status="executing", tool_info={"call_id": "c1"}
+            )
     assert [n for n, _ in captured].count("conversation_saved") == 2
 
 
@@ -556,12 +577,17 @@ def test_synthetic_message(conversation):
     assert_counters_match_rows(conversation)
 
 
-def test_set_status_and_pending_ask(conversation, captured):
+def test_set_status_and_pending_ask(conversation, captured, committed):
     ask = {"question": "Proceed?", "tool": "approve", "component": {"id": "c"}, "pauseData": [1]}
-    conversation = services.set_status(conversation=conversation, status="paused", pending_ask=ask)
+    with committed():
+        conversation = services.set_status(
+            conversation=conversation, status="paused", pending_ask=ask
+        )
     assert conversation.pending_ask == ask and conversation.format == "flowchart-v1"
+    assert [n for n, _ in captured] == ["status_changed", "conversation_saved"]
     captured.clear()
-    services.set_status(conversation=conversation, status="paused", pending_ask=ask)
+    with committed():
+        services.set_status(conversation=conversation, status="paused", pending_ask=ask)
     assert captured == []
     conversation = services.set_status(conversation=conversation, status="running")
     assert conversation.pending_ask is None
@@ -576,13 +602,14 @@ def test_set_status_and_pending_ask(conversation, captured):
         services.set_status(conversation=conversation, status="sleeping")
 
 
-def test_update_conversation(conversation, captured):
-    captured.clear()
-    updated = services.update_conversation(conversation=conversation, title="New")
+def test_update_conversation(conversation, captured, committed):
+    with committed():
+        updated = services.update_conversation(conversation=conversation, title="New")
     assert updated.title == "New" and updated.last_event_seq == 1
     assert [n for n, _ in captured] == ["conversation_updated", "conversation_saved"]
     captured.clear()
-    services.update_conversation(conversation=conversation, title="New")
+    with committed():
+        services.update_conversation(conversation=conversation, title="New")
     assert captured == []
     with pytest.raises(InvalidContent):
         services.update_conversation(conversation=conversation, metadata="nope")
@@ -628,7 +655,7 @@ def test_recover_interrupted(conversation, make_conversation):
 # ----------------------------------------------------------------- delete and purge
 
 
-def test_delete_conversation(conversation, captured):
+def test_delete_conversation(conversation, captured, committed):
     _call(conversation)
     services.save_source_records(
         conversation=conversation,
@@ -637,7 +664,8 @@ def test_delete_conversation(conversation, captured):
     )
     owner_id = conversation.owner_id
     captured.clear()
-    services.delete_conversation(conversation=conversation)
+    with committed():
+        services.delete_conversation(conversation=conversation)
     for model in (Conversation, Message, DisplayMessage, ToolCall, SourceRecord):
         assert not model.objects.exists()
     assert captured == [
@@ -758,6 +786,7 @@ def test_missing_conversation(db):
 # ----------------------------------------------------------------- signals and rollback
 
 
+@pytest.mark.django_db(transaction=True)
 def test_no_signals_for_rolled_back_write(conversation, captured):
     captured.clear()
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -767,6 +796,7 @@ def test_no_signals_for_rolled_back_write(conversation, captured):
     assert not Message.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_failing_receiver_is_logged_not_raised(conversation, caplog):
     def broken(**kwargs):
         raise ValueError("receiver bug")

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 from tests.helpers import assert_counters_match_rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_demo_setup_is_idempotent(django_user_model):
