@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
+from django.http.response import ResponseHeaders
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.projection import transcript_entry
@@ -50,3 +51,15 @@ class MakeConversation(Protocol):
     fixture unless given)."""
 
     def __call__(self, owner: User | None = ..., **kwargs: Any) -> Conversation: ...
+
+
+class Response(Protocol):
+    """What the tests read of a test client's response (Django's or DRF's)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def headers(self) -> ResponseHeaders: ...
+    def json(self) -> Any: ...

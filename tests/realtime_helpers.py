@@ -14,6 +14,9 @@ from django.contrib.auth.models import User
 
 from murmur_conversations.tickets import issue_ticket
 
+#: A websocket frame as JSON (docs/websocket.md).
+Frame = dict[str, Any]
+
 TIMEOUT = 5  # seconds any expected frame may take; a bound, never a synchronisation
 LOCAL_LAYER = {
     "BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer",
@@ -60,8 +63,8 @@ async def expect_close(communicator: WebsocketCommunicator, code: int) -> None:
 
 
 async def frames_until(
-    communicator: WebsocketCommunicator, predicate: Callable[[dict[str, Any]], bool]
-) -> list[dict[str, Any]]:
+    communicator: WebsocketCommunicator, predicate: Callable[[Frame], bool]
+) -> list[Frame]:
     """Frames up to and including the first one for which ``predicate`` holds."""
     received = []
     while True:

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from murmur_conversations import services
 from murmur_conversations.exceptions import ConversationsError, InvalidToolTransition, WriteConflict
-from murmur_conversations.models import DisplayMessage, Message, ToolCall
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,7 +57,7 @@ def run_threads(
     return results, errors
 
 
-def test_fifty_writers_append_to_one_conversation(conversation):
+def test_fifty_writers_append_to_one_conversation(conversation: Conversation) -> None:
     def append(index):
         return services.save_message(
             conversation=conversation.pk,
@@ -72,7 +73,7 @@ def test_fifty_writers_append_to_one_conversation(conversation):
     assert conversation.last_event_seq == landed
 
 
-def test_concurrent_duplicates_store_one_message(conversation):
+def test_concurrent_duplicates_store_one_message(conversation: Conversation) -> None:
     def append(index):
         return services.save_message(
             conversation=conversation.pk,
@@ -94,7 +95,7 @@ def test_concurrent_duplicates_store_one_message(conversation):
     assert_counters_match_rows(conversation)
 
 
-def test_concurrent_start_conversation_returns_one(user):
+def test_concurrent_start_conversation_returns_one(user: User) -> None:
     def start(index):
         return services.start_conversation(owner=user, source="muse", external_id="same").pk
 
@@ -103,7 +104,7 @@ def test_concurrent_start_conversation_returns_one(user):
     assert all((r is None) == (e is not None) for r, e in zip(results, errors, strict=True))
 
 
-def test_concurrent_results_end_each_call_once(conversation):
+def test_concurrent_results_end_each_call_once(conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -143,7 +144,7 @@ def test_concurrent_results_end_each_call_once(conversation):
 
 
 @pytest.mark.parametrize("earlier", [10, 5000])
-def test_save_message_query_count_does_not_grow(conversation, earlier):
+def test_save_message_query_count_does_not_grow(conversation: Conversation, earlier) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[

@@ -48,24 +48,24 @@ def test_defaults_are_the_documented_values(settings: Settings) -> None:
         ("DB_TAIL_INTERVAL", 1.5),
     ],
 )
-def test_each_key_is_read_on_access(settings, key, value):
+def test_each_key_is_read_on_access(settings: Settings, key, value) -> None:
     settings.MURMUR_CONVERSATIONS = {key: value}
     assert getattr(app_settings, key) == value
     settings.MURMUR_CONVERSATIONS = {}
     assert getattr(app_settings, key) == DEFAULTS[key]
 
 
-def test_unknown_attribute_raises():
+def test_unknown_attribute_raises() -> None:
     with pytest.raises(AttributeError, match="NOPE"):
         _ = app_settings.NOPE
 
 
-def test_max_page_size_is_capped_by_typed_accessor(settings):
+def test_max_page_size_is_capped_by_typed_accessor(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 500}
     assert app_settings.max_page_size == 100
 
 
-def test_valid_configuration_has_no_messages(settings):
+def test_valid_configuration_has_no_messages(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {
         "PAGE_SIZE": 10,
         "MAX_PAGE_SIZE": 20,
@@ -113,17 +113,17 @@ def test_valid_configuration_has_no_messages(settings):
         ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
     ],
 )
-def test_setting_checks(settings, conf, expected):
+def test_setting_checks(settings: Settings, conf, expected) -> None:
     settings.MURMUR_CONVERSATIONS = conf
     assert ids(checks.check_settings()) == expected
 
 
-def test_use_tz_off_is_an_error(settings):
+def test_use_tz_off_is_an_error(settings: Settings) -> None:
     settings.USE_TZ = False
     assert "murmur_conversations.E010" in ids(checks.check_database())
 
 
-def test_sqlite_without_immediate_transactions_warns():
+def test_sqlite_without_immediate_transactions_warns() -> None:
     databases = {
         "good": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -141,7 +141,9 @@ def test_sqlite_without_immediate_transactions_warns():
     assert "'plain'" in warned[0].msg and "'deferred'" in warned[1].msg
 
 
-def test_manage_py_check_fails_on_errors(settings, db):  # Django 6.1 checks databases too
+def test_manage_py_check_fails_on_errors(
+    settings: Settings, db: None
+) -> None:  # Django 6.1 checks databases too
     settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 1000}
     with pytest.raises(SystemCheckError, match="E003"):
         call_command("check")

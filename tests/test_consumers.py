@@ -8,17 +8,19 @@ import uuid
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from murmur_conversations import services
-from murmur_conversations.models import DisplayMessage
+from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
+from tests.helpers import MakeConversation, MakeUser
 from tests.realtime_helpers import TIMEOUT, connect, expect_close, frames_until, ticket_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 
 
-def path_of(conversation) -> str:
+def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
@@ -26,7 +28,7 @@ save = database_sync_to_async(services.save_message)
 set_status = database_sync_to_async(services.set_status)
 
 
-async def call_bash(conversation, call_id: str = "c1"):
+async def call_bash(conversation: Conversation, call_id: str = "c1"):
     """The assistant asks for one ``bash`` call (a pending tool-call card)."""
     return await save(
         conversation=conversation,
@@ -37,11 +39,11 @@ async def call_bash(conversation, call_id: str = "c1"):
     )
 
 
-async def say(conversation, text: str, **extra):
+async def say(conversation: Conversation, text: str, **extra):
     return await save(conversation=conversation, message={"role": "user", "content": text, **extra})
 
 
-async def sentinel(communicator, conversation) -> list[dict]:
+async def sentinel(communicator, conversation: Conversation) -> list[dict]:
     """Write a marker and return every frame up to its ``display_message_saved``: proves that
     nothing else was waiting before it (no duplicate, nothing extra)."""
     marker = f"marker-{uuid.uuid4().hex}"
@@ -57,13 +59,15 @@ async def sentinel(communicator, conversation) -> list[dict]:
 # ------------------------------------------------------------------------------ close codes
 
 
-async def test_no_credentials_closes_4401(conversation):
+async def test_no_credentials_closes_4401(conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation))
     await expect_close(communicator, 4401)
 
 
 @pytest.mark.parametrize("ticket", ["", "garbage", "a" * 2000, "x:y:z"])
-async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(conversation, user, ticket):
+async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(
+    conversation: Conversation, user: User, ticket
+) -> None:
     communicator = await connect(f"{path_of(conversation)}?ticket={ticket}")
     await expect_close(communicator, 4401)
     repeated = f"{path_of(conversation)}?ticket={ticket_for(user)}&ticket={ticket_for(user)}"
@@ -71,7 +75,9 @@ async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(conversation
     await expect_close(communicator, 4401)
 
 
-async def test_inactive_user_ticket_closes_4401(make_user, make_conversation):
+async def test_inactive_user_ticket_closes_4401(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     owner = await database_sync_to_async(make_user)()
     conversation = await database_sync_to_async(make_conversation)(owner=owner)
     ticket = ticket_for(owner)
@@ -94,37 +100,43 @@ async def test_inactive_user_ticket_closes_4401(make_user, make_conversation):
         "nested/deeper",
     ],
 )
-async def test_malformed_ids_close_4404(user, conversation_id):
+async def test_malformed_ids_close_4404(user: User, conversation_id) -> None:
     if conversation_id == "missing":
         conversation_id = str(uuid.uuid4())
     communicator = await connect(f"ws/conversations/{conversation_id}/", user)
     await expect_close(communicator, 4404)
 
 
-async def test_uppercase_spelling_of_an_own_id_closes_4404(user, conversation):
+async def test_uppercase_spelling_of_an_own_id_closes_4404(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(f"ws/conversations/{str(conversation.pk).upper()}/", user)
     await expect_close(communicator, 4404)
 
 
-async def test_foreign_conversation_closes_4404_like_a_missing_one(make_user, conversation):
+async def test_foreign_conversation_closes_4404_like_a_missing_one(
+    make_user: MakeUser, conversation: Conversation
+) -> None:
     stranger = await database_sync_to_async(make_user)()
     communicator = await connect(path_of(conversation), stranger)
     await expect_close(communicator, 4404)
 
 
-async def test_foreign_id_with_bad_since_still_closes_4404(make_user, conversation):
+async def test_foreign_id_with_bad_since_still_closes_4404(
+    make_user: MakeUser, conversation: Conversation
+) -> None:
     stranger = await database_sync_to_async(make_user)()
     communicator = await connect(f"{path_of(conversation)}?since=-1", stranger)
     await expect_close(communicator, 4404)
 
 
 @pytest.mark.parametrize("since", ["-1", "abc", "1.5", "", "1e3", "+1", " 1", "٣"])
-async def test_bad_since_closes_4400(user, conversation, since):
+async def test_bad_since_closes_4400(user: User, conversation: Conversation, since) -> None:
     communicator = await connect(f"{path_of(conversation)}?since={since}", user)
     await expect_close(communicator, 4400)
 
 
-async def test_repeated_since_closes_4400(user, conversation):
+async def test_repeated_since_closes_4400(user: User, conversation: Conversation) -> None:
     communicator = await connect(f"{path_of(conversation)}?since=0&since=1", user)
     await expect_close(communicator, 4400)
 
@@ -132,7 +144,7 @@ async def test_repeated_since_closes_4400(user, conversation):
 # ------------------------------------------------------------------------------ snapshot, replay
 
 
-async def test_snapshot_frame(user, conversation):
+async def test_snapshot_frame(user: User, conversation: Conversation) -> None:
     await set_status(conversation=conversation, status="paused", pending_ask={"question": "ok?"})
     communicator = await connect(path_of(conversation), user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -157,7 +169,9 @@ async def test_snapshot_frame(user, conversation):
     await communicator.disconnect()
 
 
-async def test_replay_since_sends_changes_in_event_order(user, conversation):
+async def test_replay_since_sends_changes_in_event_order(
+    user: User, conversation: Conversation
+) -> None:
     await say(conversation, "one")  # event 1
     await save(
         conversation=conversation,
@@ -190,7 +204,9 @@ async def test_replay_since_sends_changes_in_event_order(user, conversation):
     await communicator.disconnect()
 
 
-async def test_replay_marks_rows_created_before_since_as_updated(user, conversation):
+async def test_replay_marks_rows_created_before_since_as_updated(
+    user: User, conversation: Conversation
+) -> None:
     await call_bash(conversation)  # event 1
     await database_sync_to_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
@@ -206,7 +222,7 @@ async def test_replay_marks_rows_created_before_since_as_updated(user, conversat
     await communicator.disconnect()
 
 
-async def test_replay_announces_a_status_change(user, conversation):
+async def test_replay_announces_a_status_change(user: User, conversation: Conversation) -> None:
     await say(conversation, "one")  # event 1
     await set_status(conversation=conversation, status="running")  # event 2
     communicator = await connect(f"{path_of(conversation)}?since=1", user)
@@ -224,7 +240,9 @@ async def test_replay_announces_a_status_change(user, conversation):
 
 
 @pytest.mark.parametrize("since", ["3", "99999999999999999999999"])
-async def test_since_at_or_above_the_head_replays_nothing(user, conversation, since):
+async def test_since_at_or_above_the_head_replays_nothing(
+    user: User, conversation: Conversation, since
+) -> None:
     for text in ("a", "b", "c"):
         await say(conversation, text)
     communicator = await connect(f"{path_of(conversation)}?since={since}", user)
@@ -233,7 +251,7 @@ async def test_since_at_or_above_the_head_replays_nothing(user, conversation, si
     await communicator.disconnect()
 
 
-async def test_more_than_500_rows_send_one_resync(user, conversation):
+async def test_more_than_500_rows_send_one_resync(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(501)]
     await database_sync_to_async(services.save_messages)(
         conversation=conversation, messages=messages
@@ -249,7 +267,7 @@ async def test_more_than_500_rows_send_one_resync(user, conversation):
     await communicator.disconnect()
 
 
-async def test_exactly_500_rows_are_replayed(user, conversation):
+async def test_exactly_500_rows_are_replayed(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(500)]
     await database_sync_to_async(services.save_messages)(
         conversation=conversation, messages=messages
@@ -264,7 +282,9 @@ async def test_exactly_500_rows_are_replayed(user, conversation):
 # ------------------------------------------------------------------------------ live events
 
 
-async def test_live_events_of_one_call_come_in_contract_order(user, conversation):
+async def test_live_events_of_one_call_come_in_contract_order(
+    user: User, conversation: Conversation
+) -> None:
     await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -307,7 +327,9 @@ async def test_live_events_of_one_call_come_in_contract_order(user, conversation
     await communicator.disconnect()
 
 
-async def test_display_message_row_matches_the_rest_shape(user, conversation):
+async def test_display_message_row_matches_the_rest_shape(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     rows = await say(conversation, "hello")
@@ -331,7 +353,7 @@ async def test_display_message_row_matches_the_rest_shape(user, conversation):
     await communicator.disconnect()
 
 
-async def test_a_rolled_back_write_sends_nothing(user, conversation):
+async def test_a_rolled_back_write_sends_nothing(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
 
@@ -353,7 +375,7 @@ async def test_a_rolled_back_write_sends_nothing(user, conversation):
     await communicator.disconnect()
 
 
-async def test_delta_is_forwarded(user, conversation):
+async def test_delta_is_forwarded(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await database_sync_to_async(services.broadcast_delta)(
@@ -368,7 +390,9 @@ async def test_delta_is_forwarded(user, conversation):
     await communicator.disconnect()
 
 
-async def test_events_of_other_conversations_are_not_sent(user, conversation, make_conversation):
+async def test_events_of_other_conversations_are_not_sent(
+    user: User, conversation: Conversation, make_conversation: MakeConversation
+) -> None:
     other = await database_sync_to_async(make_conversation)()
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -380,7 +404,9 @@ async def test_events_of_other_conversations_are_not_sent(user, conversation, ma
     await communicator.disconnect()
 
 
-async def test_a_lost_event_is_filled_from_the_database(user, conversation, monkeypatch):
+async def test_a_lost_event_is_filled_from_the_database(
+    user: User, conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     real = broadcast.get_broadcaster()
@@ -407,7 +433,9 @@ async def test_a_lost_event_is_filled_from_the_database(user, conversation, monk
     await communicator.disconnect()
 
 
-async def test_reconnect_with_since_while_writes_continue(user, conversation):
+async def test_reconnect_with_since_while_writes_continue(
+    user: User, conversation: Conversation
+) -> None:
     first = await connect(path_of(conversation), user)
     await first.receive_json_from(timeout=TIMEOUT)
     for i in range(3):
@@ -436,7 +464,7 @@ async def test_reconnect_with_since_while_writes_continue(user, conversation):
     await second.disconnect()
 
 
-async def test_large_values_are_capped(user, conversation):
+async def test_large_values_are_capped(user: User, conversation: Conversation) -> None:
     await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -467,7 +495,7 @@ async def test_large_values_are_capped(user, conversation):
 # ------------------------------------------------------------------------------ client frames
 
 
-async def test_small_client_frames_are_ignored(user, conversation):
+async def test_small_client_frames_are_ignored(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     for text in ('{"type": "subscribe", "conversation_id": "x"}', "not json", "é" * 2048):
@@ -476,14 +504,14 @@ async def test_small_client_frames_are_ignored(user, conversation):
     await communicator.disconnect()
 
 
-async def test_large_text_frame_closes_1009(user, conversation):
+async def test_large_text_frame_closes_1009(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await communicator.send_to(text_data="é" * 2049)  # 4,098 bytes
     await expect_close(communicator, 1009)
 
 
-async def test_binary_frame_closes_1003(user, conversation):
+async def test_binary_frame_closes_1003(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await communicator.send_to(bytes_data=b"\x00")
@@ -493,7 +521,9 @@ async def test_binary_frame_closes_1003(user, conversation):
 # ------------------------------------------------------------------------------ deletion
 
 
-async def test_deleted_conversation_sends_deleted_then_closes_4404(user, conversation):
+async def test_deleted_conversation_sends_deleted_then_closes_4404(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await database_sync_to_async(services.delete_conversation)(conversation=conversation)

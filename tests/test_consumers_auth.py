@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.test import Client
+from pytest_django import Settings
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import broadcast
 from murmur_conversations.tickets import issue_ticket
+from tests.helpers import MakeUser
 from tests.realtime_helpers import LOCAL_LAYER, TIMEOUT, connect, expect_close, frames_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
@@ -19,11 +24,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 ALLOWED = (b"origin", b"http://testserver")
 
 
-def path_of(conversation) -> str:
+def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
-def logged_in(user) -> tuple[Client, str]:
+def logged_in(user: User) -> tuple[Client, str]:
     client = Client()
     client.force_login(user)
     return client, client.cookies["sessionid"].value
@@ -33,13 +38,13 @@ def cookie(session_key: str) -> tuple[bytes, bytes]:
     return (b"cookie", f"sessionid={session_key}".encode())
 
 
-async def say(conversation, text: str):
+async def say(conversation: Conversation, text: str):
     return await database_sync_to_async(services.save_message)(
         conversation=conversation, message={"role": "user", "content": text}
     )
 
 
-async def sentinel(communicator, conversation) -> list[dict]:
+async def sentinel(communicator, conversation: Conversation) -> list[dict]:
     marker = f"marker-{uuid.uuid4().hex}"
     await say(conversation, marker)
     return await frames_until(
@@ -51,7 +56,9 @@ async def sentinel(communicator, conversation) -> list[dict]:
 # ------------------------------------------------------------------------------ cookies, origins
 
 
-async def test_session_cookie_from_an_allowed_origin_authenticates(user, conversation):
+async def test_session_cookie_from_an_allowed_origin_authenticates(
+    user: User, conversation: Conversation
+) -> None:
     _client, key = await database_sync_to_async(logged_in)(user)
     communicator = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
@@ -69,14 +76,16 @@ async def test_session_cookie_from_an_allowed_origin_authenticates(user, convers
         b"\xff\xfe",
     ],
 )
-async def test_session_cookie_from_another_origin_is_ignored(user, conversation, origin):
+async def test_session_cookie_from_another_origin_is_ignored(
+    user: User, conversation: Conversation, origin
+) -> None:
     _client, key = await database_sync_to_async(logged_in)(user)
     headers = [cookie(key)] + ([(b"origin", origin)] if origin is not None else [])
     communicator = await connect(path_of(conversation), headers=headers)
     await expect_close(communicator, 4401)
 
 
-async def test_ticket_works_from_any_origin(user, conversation):
+async def test_ticket_works_from_any_origin(user: User, conversation: Conversation) -> None:
     communicator = await connect(
         path_of(conversation), user, headers=[(b"origin", b"http://elsewhere.example")]
     )
@@ -84,7 +93,7 @@ async def test_ticket_works_from_any_origin(user, conversation):
     await communicator.disconnect()
 
 
-async def test_a_bad_ticket_wins_over_a_good_cookie(user, conversation):
+async def test_a_bad_ticket_wins_over_a_good_cookie(user: User, conversation: Conversation) -> None:
     _client, key = await database_sync_to_async(logged_in)(user)
     communicator = await connect(
         f"{path_of(conversation)}?ticket=forged", headers=[ALLOWED, cookie(key)]
@@ -95,7 +104,9 @@ async def test_a_bad_ticket_wins_over_a_good_cookie(user, conversation):
 # ------------------------------------------------------------------------------ revocation
 
 
-async def test_logout_closes_the_sessions_sockets_and_its_tickets(user, conversation):
+async def test_logout_closes_the_sessions_sockets_and_its_tickets(
+    user: User, conversation: Conversation
+) -> None:
     client, key = await database_sync_to_async(logged_in)(user)
     by_cookie = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
     ticket = issue_ticket(user=user, session_key=key)
@@ -114,7 +125,9 @@ async def test_logout_closes_the_sessions_sockets_and_its_tickets(user, conversa
 
 
 @pytest.mark.parametrize("change", ["deactivate", "password"])
-async def test_deactivation_and_password_change_close_every_socket(user, conversation, change):
+async def test_deactivation_and_password_change_close_every_socket(
+    user: User, conversation: Conversation, change
+) -> None:
     stream = await connect("ws/conversations/", user)
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
@@ -131,7 +144,9 @@ async def test_deactivation_and_password_change_close_every_socket(user, convers
     await expect_close(socket, 4401)
 
 
-async def test_other_user_saves_do_not_close(user, conversation, make_user):
+async def test_other_user_saves_do_not_close(
+    user: User, conversation: Conversation, make_user: MakeUser
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
 
@@ -151,12 +166,12 @@ async def test_other_user_saves_do_not_close(user, conversation, make_user):
 # ------------------------------------------------------------------------------ user stream
 
 
-async def test_user_stream_needs_a_user():
+async def test_user_stream_needs_a_user() -> None:
     communicator = await connect("ws/conversations/")
     await expect_close(communicator, 4401)
 
 
-async def test_user_stream_announces_saves_and_deletions(user, make_user):
+async def test_user_stream_announces_saves_and_deletions(user: User, make_user: MakeUser) -> None:
     stream = await connect("ws/conversations/", user)
     stranger = await database_sync_to_async(make_user)()
     await database_sync_to_async(services.start_conversation)(owner=stranger, title="not mine")
@@ -178,7 +193,7 @@ async def test_user_stream_announces_saves_and_deletions(user, make_user):
     await stream.disconnect()
 
 
-async def test_user_stream_ignores_client_frames_and_closes_on_binary(user):
+async def test_user_stream_ignores_client_frames_and_closes_on_binary(user: User) -> None:
     stream = await connect("ws/conversations/", user)
     await stream.send_to(text_data='{"type": "subscribe", "user": 1}')
     conversation = await database_sync_to_async(services.start_conversation)(owner=user)
@@ -193,7 +208,9 @@ async def test_user_stream_ignores_client_frames_and_closes_on_binary(user):
 
 
 @pytest.fixture
-def other_process(settings, monkeypatch):
+def other_process(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[broadcast.Broadcaster]:
     """The process-local layer with a fast tail, and a broadcaster that publishes nothing: every
     write looks as if another process made it, so only the database tail can deliver it."""
     settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
@@ -204,7 +221,9 @@ def other_process(settings, monkeypatch):
     silent.stop(TIMEOUT)
 
 
-async def test_tail_delivers_writes_of_other_processes(user, conversation, other_process):
+async def test_tail_delivers_writes_of_other_processes(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     stream = await connect("ws/conversations/", user)
     await socket.receive_json_from(timeout=TIMEOUT)
@@ -227,7 +246,9 @@ async def test_tail_delivers_writes_of_other_processes(user, conversation, other
     await stream.disconnect()
 
 
-async def test_tail_announces_a_rename_by_another_process(user, conversation, other_process):
+async def test_tail_announces_a_rename_by_another_process(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
     await database_sync_to_async(services.update_conversation)(
@@ -240,7 +261,9 @@ async def test_tail_announces_a_rename_by_another_process(user, conversation, ot
     await socket.disconnect()
 
 
-async def test_tail_notices_a_password_change(user, conversation, other_process):
+async def test_tail_notices_a_password_change(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
 

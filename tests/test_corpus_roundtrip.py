@@ -9,6 +9,7 @@ this version cannot read yet must be refused cleanly: exit 2 with "cannot read y
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
@@ -61,14 +62,14 @@ def check_read_back(client: APIClient, conversation: Conversation) -> None:
     assert_counters_match_rows(conversation)
 
 
-def test_the_corpus_is_there():
+def test_the_corpus_is_there() -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"needs the shared corpus next to the checkout ({CORPUS.name} not found)")
     assert LOGS, "the corpus has no *.jsonl file"
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
-def test_import_and_read_back(path, user):
+def test_import_and_read_back(path, user: User) -> None:
     code, out, err = run(path, "--owner", user.username)
     if code != 0:
         assert path.parent.name not in MUST_IMPORT, err

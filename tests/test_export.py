@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -18,13 +20,13 @@ from tests.import_helpers import cassette_conversation, murmur_lines, run, write
 pytestmark = pytest.mark.django_db
 
 
-def export(conversation, *args):
+def export(conversation: Conversation, *args):
     out = io.StringIO()
     call_command("export_conversation", str(conversation.pk), *args, stdout=out)
     return out.getvalue()
 
 
-def reimport(user, text, fmt):
+def reimport(user: User, text, fmt):
     """Import ``text`` from stdin under ``fmt``; return the conversation it created."""
     before = set(Conversation.objects.values_list("pk", flat=True))
     code, _, err = run(
@@ -36,7 +38,7 @@ def reimport(user, text, fmt):
 
 
 @pytest.fixture
-def runtime_conversation(conversation):
+def runtime_conversation(conversation: Conversation) -> Conversation:
     """A conversation written by a runtime (not imported): every column and extra keys."""
     services.save_messages(
         conversation=conversation,
@@ -59,13 +61,13 @@ def runtime_conversation(conversation):
     return conversation
 
 
-def test_murmur_export_gives_the_imported_lines_back(tmp_path, user):
+def test_murmur_export_gives_the_imported_lines_back(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines(), end="\r\n")
     assert run(path, "--owner", user.username)[0] == 0
     assert export(Conversation.objects.get()) == "".join(line + "\n" for line in murmur_lines())
 
 
-def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation):
+def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation: Conversation) -> None:
     lines = export(runtime_conversation).splitlines()
     ids = list(
         Message.objects.filter(conversation=runtime_conversation)
@@ -82,20 +84,22 @@ def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation):
     assert json.loads(lines[4])["source_id"] == "hook-1"
 
 
-def test_murmur_round_trip_is_byte_identical(runtime_conversation, user):
+def test_murmur_round_trip_is_byte_identical(
+    runtime_conversation: Conversation, user: User
+) -> None:
     first = export(runtime_conversation)
     second = export(reimport(user, first, "murmur"))
     assert second == first
 
 
-def test_anthropic_import_round_trips_through_murmur(tmp_path, user):
+def test_anthropic_import_round_trips_through_murmur(tmp_path: Path, user: User) -> None:
     path = write_json(tmp_path / "chat.json", cassette_conversation("anthropic_tool_with_thinking"))
     assert run(path, "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get())
     assert export(reimport(user, first, "murmur")) == first
 
 
-def test_openai_export_and_round_trip(tmp_path, user):
+def test_openai_export_and_round_trip(tmp_path: Path, user: User) -> None:
     messages = cassette_conversation("openai_multiple_agent_tool_calls")
     assert run(write_json(tmp_path / "chat.json", messages), "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get(), "--format", "openai")
@@ -114,7 +118,7 @@ def test_openai_export_and_round_trip(tmp_path, user):
     assert again == first
 
 
-def test_openai_export_of_blocks(runtime_conversation, user):
+def test_openai_export_of_blocks(runtime_conversation: Conversation, user: User) -> None:
     first = export(runtime_conversation, "--format", "openai")
     exported = json.loads(first)
     assert exported[2] == {
@@ -139,13 +143,13 @@ def test_openai_export_of_blocks(runtime_conversation, user):
         ["4F6A3C2E-0000-4000-8000-000000000000"],
     ],
 )
-def test_unknown_or_malformed_id_exits_2(args):
+def test_unknown_or_malformed_id_exits_2(args) -> None:
     with pytest.raises(CommandError) as info:
         call_command("export_conversation", *args, stdout=io.StringIO())
     assert info.value.returncode == 2
 
 
-def test_unknown_export_format_exits_2(conversation):
+def test_unknown_export_format_exits_2(conversation: Conversation) -> None:
     with pytest.raises(CommandError) as info:
         call_command("export_conversation", str(conversation.pk), "--format", "yaml")
     assert info.value.returncode == 2

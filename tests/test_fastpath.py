@@ -8,7 +8,7 @@ from django.db import connection
 
 from murmur_conversations import _fastpath, services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeConversation, assert_counters_match_rows
 
 # Real transactions: inside a caller's transaction the single statement runs in a savepoint; these
 # tests are about the path a service call takes on its own (and one about a caller's transaction).
@@ -33,7 +33,7 @@ BATCH = [
 ]
 
 
-def snapshot(conversation):
+def snapshot(conversation: Conversation):
     conversation.refresh_from_db()
     records = list(
         Message.objects.filter(conversation=conversation)
@@ -65,7 +65,9 @@ def snapshot(conversation):
     return records, rows, counters
 
 
-def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
+def test_fast_and_general_paths_write_the_same(
+    make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fast, general = make_conversation(), make_conversation()
     assert _fastpath.eligible(connection.vendor, [], False) is False
     returned_fast = services.save_messages(conversation=fast, messages=BATCH)
@@ -80,7 +82,7 @@ def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
     assert_counters_match_rows(fast)
 
 
-def test_fast_path_signals_and_instance_refresh(conversation):
+def test_fast_path_signals_and_instance_refresh(conversation: Conversation) -> None:
     received = []
 
     def receiver(sender, **kwargs):
@@ -97,7 +99,7 @@ def test_fast_path_signals_and_instance_refresh(conversation):
     assert all(r.pk is not None and r.message_id is not None for r in rows)
 
 
-def test_known_id_and_missing_conversation_fall_back(conversation):
+def test_known_id_and_missing_conversation_fall_back(conversation: Conversation) -> None:
     first = services.save_message(
         conversation=conversation, message={"role": "user", "content": "x", "id": "same"}
     )
@@ -114,7 +116,9 @@ def test_known_id_and_missing_conversation_fall_back(conversation):
         )
 
 
-def test_fast_path_inside_a_callers_transaction_rolls_back_with_it(conversation):
+def test_fast_path_inside_a_callers_transaction_rolls_back_with_it(
+    conversation: Conversation,
+) -> None:
     from django.db import transaction
 
     with pytest.raises(RuntimeError), transaction.atomic():

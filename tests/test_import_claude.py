@@ -5,8 +5,10 @@ lines merged by ``message.id``; sidechain and subagent lines kept only; injected
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import (
     Conversation,
@@ -33,7 +35,7 @@ CORPUS_FILES = {
 }
 
 
-def counts(conversation):
+def counts(conversation: Conversation):
     statuses: dict[str, int] = {}
     for call in ToolCall.objects.filter(conversation=conversation):
         statuses[call.status] = statuses.get(call.status, 0) + 1
@@ -51,7 +53,7 @@ def lines_of(name):
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_claude_corpus_file(user, name):
+def test_claude_corpus_file(user: User, name) -> None:
     messages, calls, injected, records, key = CORPUS_FILES[name]
     code, out, err = run(CORPUS / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -70,7 +72,7 @@ def test_claude_corpus_file(user, name):
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_session_follows_the_main_chain_and_merges_split_responses(user):
+def test_session_follows_the_main_chain_and_merges_split_responses(user: User) -> None:
     assert run(CORPUS / SESSION, "--owner", user.username)[0] == 0
     lines = lines_of(SESSION)
     main = [line for line in lines if line["type"] in ("user", "assistant")]
@@ -108,7 +110,7 @@ def test_session_follows_the_main_chain_and_merges_split_responses(user):
     assert sidechain_uuids <= kept
 
 
-def test_session_errors_and_injected_lines(user):
+def test_session_errors_and_injected_lines(user: User) -> None:
     assert run(CORPUS / SESSION, "--owner", user.username)[0] == 0
     failed = ToolCall.objects.filter(status="failed").order_by("name")
     assert [c.name for c in failed] == ["Edit", "Task"]
@@ -124,7 +126,7 @@ def test_session_errors_and_injected_lines(user):
     assert conversation.transcript_count == 1 + 3
 
 
-def test_stream_json_keeps_subagent_lines_and_the_result_line(user):
+def test_stream_json_keeps_subagent_lines_and_the_result_line(user: User) -> None:
     assert run(CORPUS / STREAM, "--owner", user.username)[0] == 0
     record = list(Message.objects.order_by("position"))
     first = record[0]
@@ -145,7 +147,7 @@ def test_stream_json_keeps_subagent_lines_and_the_result_line(user):
     assert sum(1 for line in subagent if line.get("parent_tool_use_id")) == 3
 
 
-def test_stream_json_error_result_is_the_runs_error(tmp_path, user):
+def test_stream_json_error_result_is_the_runs_error(tmp_path: Path, user: User) -> None:
     lines = (CORPUS / STREAM).read_text("utf-8").splitlines()
     last = json.loads(lines[-1])
     last.update(subtype="error_max_turns", is_error=True, result="")
@@ -166,7 +168,7 @@ def line(kind, uuid, parent, session="s-1", **fields):
     )
 
 
-def test_sessions_split_and_bad_lines(tmp_path, user):
+def test_sessions_split_and_bad_lines(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "mixed.jsonl",
         line("user", "u1", None, message={"role": "user", "content": "hi"}),
@@ -194,7 +196,7 @@ def test_sessions_split_and_bad_lines(tmp_path, user):
     }
 
 
-def test_lines_without_a_session_id_take_the_file_stem(tmp_path, user):
+def test_lines_without_a_session_id_take_the_file_stem(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "abc-123.jsonl",
         json.dumps({"type": "summary", "summary": "s", "leafUuid": "x"}),

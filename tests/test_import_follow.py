@@ -7,8 +7,11 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
@@ -22,7 +25,7 @@ LAYER_CHECK = import_conversations.layer_is_process_local
 
 
 @pytest.fixture
-def deltas():
+def deltas() -> Iterator[list[tuple[str, str]]]:
     """The ``delta`` signals sent (``broadcast_delta``), as ``(stream_id, text)``."""
     got: list[tuple[str, str]] = []
 
@@ -35,7 +38,7 @@ def deltas():
 
 
 @pytest.fixture(autouse=True)
-def shared_layer(monkeypatch):
+def shared_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Most tests run as with a shared layer; one test sets the process-local case."""
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
 
@@ -45,7 +48,7 @@ class Appender:
     records what is in the database, then appends the next chunk; with none left it interrupts,
     as Ctrl-C would."""
 
-    def __init__(self, path, chunks, deltas):
+    def __init__(self, path, chunks, deltas: list[tuple[str, str]]):
         self.path = path
         self.chunks = list(chunks)
         self.deltas = deltas
@@ -61,11 +64,13 @@ class Appender:
         self.written += 1
 
 
-def follow(path, user, wait, *extra):
+def follow(path, user: User, wait, *extra):
     return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
 
 
-def test_follow_a_file_line_by_line(tmp_path, user, deltas):
+def test_follow_a_file_line_by_line(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     lines = MUSE.read_bytes().splitlines(keepends=True)
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
@@ -88,7 +93,9 @@ def test_follow_a_file_line_by_line(tmp_path, user, deltas):
     assert Conversation.objects.get().status == "idle"
 
 
-def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
+def test_follow_joins_a_line_written_in_two_parts(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     line = json.dumps({"role": "user", "content": "hello", "id": "m1"}).encode() + b"\n"
     path = tmp_path / "conversation.jsonl"
     path.write_bytes(line[:10])
@@ -99,7 +106,9 @@ def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
     assert wait.seen == [(0, 0, 0), (1, 1, 0)]
 
 
-def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
+def test_interrupted_with_a_partial_line_reports_it(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     good = json.dumps({"role": "user", "content": "hello", "id": "m1"})
     path = tmp_path / "conversation.jsonl"
     path.write_bytes(good.encode() + b'\n{"role":"assis')
@@ -110,7 +119,7 @@ def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
     assert Message.objects.count() == 1
 
 
-def test_follow_stdin_until_it_ends(user, deltas):
+def test_follow_stdin_until_it_ends(user: User, deltas: list[tuple[str, str]]) -> None:
     code, out, err = run(
         "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
     )
@@ -132,7 +141,7 @@ def test_follow_stdin_until_it_ends(user, deltas):
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(user, name, messages, calls):
+def test_follow_other_live_streams(user: User, name, messages, calls) -> None:
     data = (CORPUS / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
@@ -140,7 +149,9 @@ def test_follow_other_live_streams(user, name, messages, calls):
     assert ToolCall.objects.filter(status="completed").count() == calls
 
 
-def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas):
+def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(
+    user: User, deltas: list[tuple[str, str]]
+) -> None:
     data = (
         b'{"role":"user","content":"a","id":"m1"}\n'
         b'{"role":"user","content":"\xe9","id":"m2"}\n'
@@ -152,7 +163,7 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas)
     assert [m.message_id for m in Message.objects.order_by("position")] == ["m1", "m3"]
 
 
-def test_follow_dry_run_and_empty_or_unknown_streams(user):
+def test_follow_dry_run_and_empty_or_unknown_streams(user: User) -> None:
     stdin = io.BytesIO(MUSE.read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
@@ -166,7 +177,7 @@ def test_follow_dry_run_and_empty_or_unknown_streams(user):
     assert not Conversation.objects.exists()
 
 
-def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
+def test_process_local_layer_is_said_on_stderr(monkeypatch: pytest.MonkeyPatch, user: User) -> None:
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
     stdin = io.BytesIO(MUSE.read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
@@ -175,7 +186,7 @@ def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
     assert "REDIS_URL" in err
 
 
-def test_layer_check_is_guarded(monkeypatch):
+def test_layer_check_is_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
     import murmur_conversations.realtime as realtime
 
     monkeypatch.setattr(realtime, "layer_is_process_local", lambda: True, raising=False)

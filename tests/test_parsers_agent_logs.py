@@ -33,7 +33,7 @@ def feed_all(fmt, lines, **context):
     return items
 
 
-def test_muse_deltas_are_previews_and_the_answer_comes_once():
+def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
     lines = (CORPUS / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
     items = feed_all("muse", lines)
     assert isinstance(items[0], Begin)
@@ -46,7 +46,7 @@ def test_muse_deltas_are_previews_and_the_answer_comes_once():
     assert sum(isinstance(i, Kept) for i in items) == len(lines)
 
 
-def test_muse_ids_are_stable_however_the_journal_is_cut():
+def test_muse_ids_are_stable_however_the_journal_is_cut() -> None:
     lines = (CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
     whole = [i.message["id"] for i in feed_all("muse", lines) if isinstance(i, Parsed)]
     cut = [i.message["id"] for i in feed_all("muse", lines[:40]) if isinstance(i, Parsed)]
@@ -54,7 +54,7 @@ def test_muse_ids_are_stable_however_the_journal_is_cut():
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_kept_only():
+def test_claude_stream_subagent_lines_are_kept_only() -> None:
     lines = (CORPUS / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
     parsed = [i for i in items if isinstance(i, Parsed)]
@@ -70,14 +70,14 @@ def test_claude_stream_subagent_lines_are_kept_only():
         (b"", []),
     ],
 )
-def test_follow_lines_from_a_pipe(data, expected):
+def test_follow_lines_from_a_pipe(data, expected) -> None:
     refused = []
     lines = follow_lines(io.BytesIO(data), wait=None, refuse=lambda *a: refused.append(a))
     assert [(line.text, line.complete) for line in lines] == expected
     assert refused == []
 
 
-def test_follow_lines_waits_then_reads_appends_and_stops_on_interrupt():
+def test_follow_lines_waits_then_reads_appends_and_stops_on_interrupt() -> None:
     stream = io.BytesIO()
     stream.write(b"one\ntw")
     stream.seek(0)
@@ -196,7 +196,7 @@ claude_like = st.fixed_dictionaries(
     ),
     conversation_id=st.none() | st.just("fixed"),
 )
-def test_agent_log_parsers_never_raise(fmt, lines, conversation_id):
+def test_agent_log_parsers_never_raise(fmt, lines, conversation_id) -> None:
     texts = [line.replace("\n", " ") or "x" for line in lines]
     items = feed_all(fmt, texts, conversation_id=conversation_id)
     begun = False

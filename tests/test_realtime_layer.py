@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import broadcast, layer_is_process_local
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.layers import ProcessLocalChannelLayer
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # ------------------------------------------------------------------------------ layer
 
 
-async def test_send_and_receive_in_order():
+async def test_send_and_receive_in_order() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     for i in range(3):
@@ -37,7 +39,7 @@ async def test_send_and_receive_in_order():
     assert [(await layer.receive(channel))["i"] for _ in range(3)] == [0, 1, 2]
 
 
-async def test_messages_are_copied():
+async def test_messages_are_copied() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     message = {"type": "m", "items": [1]}
@@ -46,7 +48,7 @@ async def test_messages_are_copied():
     assert (await layer.receive(channel))["items"] == [1]
 
 
-async def test_full_channel_raises_and_group_send_skips_it():
+async def test_full_channel_raises_and_group_send_skips_it() -> None:
     layer = ProcessLocalChannelLayer(capacity=2)
     full, free = await layer.new_channel(), await layer.new_channel()
     for channel in (full, free):
@@ -60,7 +62,7 @@ async def test_full_channel_raises_and_group_send_skips_it():
     assert [(await layer.receive(full))["type"] for _ in range(2)] == ["a", "b"]
 
 
-async def test_group_discard_and_flush():
+async def test_group_discard_and_flush() -> None:
     layer = ProcessLocalChannelLayer()
     a, b = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("g", a)
@@ -79,7 +81,7 @@ async def test_group_discard_and_flush():
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "é", "x" * 100])
-async def test_invalid_names_are_refused(name):
+async def test_invalid_names_are_refused(name) -> None:
     layer = ProcessLocalChannelLayer()
     with pytest.raises(TypeError):
         await layer.group_add(name, "ok")
@@ -87,7 +89,7 @@ async def test_invalid_names_are_refused(name):
         await layer.send(name, {"type": "x"})
 
 
-async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups():
+async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups() -> None:
     layer = ProcessLocalChannelLayer(expiry=-1)  # every message is already expired
     dead, live = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("g", dead)
@@ -97,7 +99,7 @@ async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups(
     assert layer._groups == {}
 
 
-async def test_cancelled_receive_forgets_the_channel():
+async def test_cancelled_receive_forgets_the_channel() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     await layer.group_add("g", channel)
@@ -110,7 +112,7 @@ async def test_cancelled_receive_forgets_the_channel():
     assert layer._channels == {}
 
 
-async def test_a_send_from_another_thread_wakes_the_receiver():
+async def test_a_send_from_another_thread_wakes_the_receiver() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     await layer.group_add("g", channel)
@@ -135,7 +137,7 @@ async def _fan_out_work(subscribers: int, bystanders: int) -> int:
     return layer.work - before
 
 
-async def test_fan_out_work_is_linear_in_subscribers_only():
+async def test_fan_out_work_is_linear_in_subscribers_only() -> None:
     """Issue 7: counts of work, not wall-clock. One step per member reached, whatever else the
     process holds (the stock in-memory layer scans every channel and group on each send)."""
     assert await _fan_out_work(100, 0) == 100
@@ -147,13 +149,13 @@ async def test_fan_out_work_is_linear_in_subscribers_only():
 # ------------------------------------------------------------------------------ process locality
 
 
-def test_layer_is_process_local():
+def test_layer_is_process_local() -> None:
     assert layer_is_process_local(ProcessLocalChannelLayer()) is True
     assert layer_is_process_local(InMemoryChannelLayer()) is True
     assert layer_is_process_local(object()) is False
 
 
-def test_layer_is_process_local_reads_the_configured_layer(settings):
+def test_layer_is_process_local_reads_the_configured_layer(settings: Settings) -> None:
     settings.CHANNEL_LAYERS = {}
     assert layer_is_process_local() is True
     settings.CHANNEL_LAYERS = {
@@ -172,7 +174,7 @@ def test_layer_is_process_local_reads_the_configured_layer(settings):
 # ------------------------------------------------------------------------------ group names
 
 
-def test_group_names_come_from_the_prefix(settings):
+def test_group_names_come_from_the_prefix(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {"GROUP_PREFIX": "acme-1"}
     pk = uuid.UUID("12345678-1234-4234-8234-123456789abc")
     assert group_name("conversation", pk) == "acme-1.conversation.12345678123442348234123456789abc"
@@ -203,8 +205,11 @@ class HangingLayer:
 
 @pytest.mark.django_db
 def test_a_hanging_layer_never_blocks_a_write(
-    conversation, monkeypatch, caplog, django_capture_on_commit_callbacks
-):
+    conversation: Conversation,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     layer = HangingLayer()
     hanging = broadcast.Broadcaster(maxsize=2, send_timeout=60, layer=lambda: layer)
     monkeypatch.setattr(broadcast, "_broadcaster", hanging)
@@ -225,7 +230,9 @@ def test_a_hanging_layer_never_blocks_a_write(
     assert hanging.sent >= 1
 
 
-def test_a_failing_layer_is_counted_and_the_sender_goes_on(caplog):
+def test_a_failing_layer_is_counted_and_the_sender_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Failing:
         async def group_send(self, group, message):
             raise ConnectionError("redis is down")
@@ -242,7 +249,7 @@ def test_a_failing_layer_is_counted_and_the_sender_goes_on(caplog):
     assert failing.dropped == 1
 
 
-def test_a_send_that_times_out_is_abandoned():
+def test_a_send_that_times_out_is_abandoned() -> None:
     layer = HangingLayer()
     slow = broadcast.Broadcaster(send_timeout=0.05, layer=lambda: layer)
     slow.publish("g", {"type": "x"})
@@ -253,7 +260,7 @@ def test_a_send_that_times_out_is_abandoned():
     slow.stop(5)
 
 
-def test_no_layer_drops():
+def test_no_layer_drops() -> None:
     quiet = broadcast.Broadcaster(layer=lambda: None)
     quiet.publish("g", {"type": "x"})
     assert quiet.flush(5)
@@ -264,7 +271,7 @@ def test_no_layer_drops():
 # ------------------------------------------------------------------------------ without Channels
 
 
-def test_the_app_works_without_channels(tmp_path):
+def test_the_app_works_without_channels(tmp_path: Path) -> None:
     """docs/architecture.md: without ``channels`` the app still works, minus live updates."""
     script = textwrap.dedent(
         f"""

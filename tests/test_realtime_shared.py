@@ -10,7 +10,7 @@ import pytest
 from murmur_conversations.realtime.shared import SharedReads, shared_reads
 
 
-async def test_concurrent_callers_share_one_read():
+async def test_concurrent_callers_share_one_read() -> None:
     reads, calls, gate = SharedReads(), [], asyncio.Event()
 
     async def fetch():
@@ -27,7 +27,7 @@ async def test_concurrent_callers_share_one_read():
     assert len(calls) == 1
 
 
-async def test_other_keys_and_expired_windows_read_again():
+async def test_other_keys_and_expired_windows_read_again() -> None:
     reads, calls = SharedReads(), []
 
     async def fetch():
@@ -39,7 +39,7 @@ async def test_other_keys_and_expired_windows_read_again():
     assert await reads.read("a", window=0, fetch=fetch) == 3  # a zero window never shares
 
 
-async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive():
+async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive() -> None:
     reads, gate = SharedReads(), asyncio.Event()
 
     async def failing():
@@ -56,5 +56,5 @@ async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive():
     assert first.cancelled()
 
 
-async def test_one_shared_reads_per_event_loop():
+async def test_one_shared_reads_per_event_loop() -> None:
     assert shared_reads() is shared_reads()

@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.models import Message, ToolCall
 from tests.api_helpers import token_client, url
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeUser, assert_counters_match_rows
 from tests.servers import database_environment
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -87,9 +89,10 @@ print(json.dumps({"changes": changes, "wins": wins}), flush=True)
 """
 
 
-def walk(client, conversation_id, route: str) -> list[int]:
+def walk(client: APIClient, conversation_id: uuid.UUID, route: str) -> list[int]:
     """One full page walk (newest first), returning the keys it saw."""
-    seen, cursor = [], None
+    seen: list[int] = []
+    cursor = None
     while True:
         query = {"limit": 7, **({"cursor": cursor} if cursor else {})}
         page = client.get(url(conversation_id, route), query)
@@ -102,7 +105,7 @@ def walk(client, conversation_id, route: str) -> list[int]:
             return seen
 
 
-def test_workers_in_several_processes_lose_and_double_nothing(make_user):
+def test_workers_in_several_processes_lose_and_double_nothing(make_user: MakeUser) -> None:
     owner = make_user()
     shared = services.start_conversation(owner=owner, title="shared")
     own = [services.start_conversation(owner=owner, title=f"own {w}") for w in range(WORKERS)]

@@ -12,12 +12,16 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connections
+from playwright.sync_api import Browser
+from pytest_django import Settings
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage
@@ -42,7 +46,7 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-def server_env(settings):
+def server_env(settings: Settings) -> Iterator[dict[str, str]]:
     """Environment of the server process: the test database, and on Redis a private prefix that
     this process's channel layer shares, so writes made here reach the server's sockets live."""
     yield child_environment(
@@ -55,7 +59,7 @@ def server_env(settings):
 
 
 @pytest.fixture
-def server(server_env, tmp_path):
+def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """``http://127.0.0.1:<port>`` of a uvicorn process serving the demo (see ``tests.servers``)."""
     with uvicorn_server(
         server_env, tmp_path / "server.log", scheme="http", timeout=TIMEOUT
@@ -64,7 +68,7 @@ def server(server_env, tmp_path):
 
 
 @pytest.fixture
-def browser(monkeypatch):
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
     """Debian's Chromium through Playwright (never a downloaded browser). Playwright's sync API
     keeps an event loop in this thread, so Django is told that its ORM calls here are safe."""
     from playwright.sync_api import expect, sync_playwright
@@ -93,7 +97,7 @@ def close_connections() -> None:
 
 
 @pytest.fixture
-def demo_user(django_user_model):
+def demo_user(django_user_model: type[User]) -> User:
     """The demo login and conversations of ``demo_setup``; the password hashed with a hasher the
     server's settings know (the test settings use a fast one the server does not)."""
     call_command("demo_setup", stdout=io.StringIO())
@@ -119,12 +123,14 @@ def shown_ids(page) -> list[str]:
     return page.locator("#cards li.card").evaluate_all("(cards) => cards.map((c) => c.dataset.id)")
 
 
-def stored_ids(conversation) -> list[str]:
+def stored_ids(conversation: Conversation) -> list[str]:
     rows = DisplayMessage.objects.filter(conversation=conversation).order_by("seq")
     return [str(pk) for pk in rows.values_list("pk", flat=True)]
 
 
-def test_live_page_streams_badges_and_catches_up(server, browser, demo_user):
+def test_live_page_streams_badges_and_catches_up(
+    server: str, browser: Browser, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 860})
@@ -218,7 +224,7 @@ def test_live_page_streams_badges_and_catches_up(server, browser, demo_user):
     context.close()
 
 
-def test_older_pages_load_on_scroll(server, browser, demo_user):
+def test_older_pages_load_on_scroll(server: str, browser: Browser, demo_user: User) -> None:
     from playwright.sync_api import expect
 
     long = services.start_conversation(owner=demo_user, title="A long conversation")

@@ -7,10 +7,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from murmur_conversations.models import Conversation, ToolCall
 from project.demo import views
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,17 +28,17 @@ def join_demo_runs() -> None:
 
 
 @pytest.fixture
-def no_delay(monkeypatch):
+def no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", "0")
 
 
-def test_page_needs_login(client):
+def test_page_needs_login(client: Client) -> None:
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/"
 
 
-def test_login_page_and_sign_in(client, user):
+def test_login_page_and_sign_in(client: Client, user: User) -> None:
     page = client.get("/accounts/login/")
     assert page.status_code == 200
     assert b'name="username"' in page.content
@@ -49,7 +51,9 @@ def test_login_page_and_sign_in(client, user):
     assert good["Location"] == "/"
 
 
-def test_page_shell_loads_the_script_and_no_data(client, user, make_conversation):
+def test_page_shell_loads_the_script_and_no_data(
+    client: Client, user: User, make_conversation: MakeConversation
+) -> None:
     make_conversation(title="<b>not rendered by the server</b>")
     client.force_login(user)
     response = client.get("/")
@@ -63,7 +67,7 @@ def test_page_shell_loads_the_script_and_no_data(client, user, make_conversation
     assert client.post("/").status_code == 405
 
 
-def test_static_files_are_found(client, user):
+def test_static_files_are_found(client: Client, user: User) -> None:
     from django.contrib.staticfiles import finders
 
     assert finders.find("demo/demo.js")
@@ -72,14 +76,16 @@ def test_static_files_are_found(client, user):
     assert "innerHTML" not in script  # model text goes in through textContent only
 
 
-def test_run_agent_needs_login_and_post(client, user):
+def test_run_agent_needs_login_and_post(client: Client, user: User) -> None:
     assert client.post("/demo/run-agent/")["Location"].startswith("/accounts/login/")
     client.force_login(user)
     assert client.get("/demo/run-agent/").status_code == 405
     assert Conversation.objects.count() == 0
 
 
-def test_run_agent_plays_into_a_new_conversation(client, user, make_user, no_delay):
+def test_run_agent_plays_into_a_new_conversation(
+    client: Client, user: User, make_user: MakeUser, no_delay: None
+) -> None:
     client.force_login(user)
     response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
     assert response.status_code == 202
@@ -96,7 +102,9 @@ def test_run_agent_plays_into_a_new_conversation(client, user, make_user, no_del
     assert not Conversation.objects.filter(owner=make_user()).exists()
 
 
-def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
+def test_run_agent_without_script_redirects_to_the_page(
+    client: Client, user: User, no_delay: None
+) -> None:
     client.force_login(user)
     response = client.post("/demo/run-agent/")
     join_demo_runs()
@@ -105,7 +113,9 @@ def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
     assert response["Location"] == f"/#{conversation.pk}"
 
 
-def test_run_agent_refuses_when_busy(client, user, monkeypatch):
+def test_run_agent_refuses_when_busy(
+    client: Client, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
     assert views._runs.acquire(blocking=False)
     client.force_login(user)
@@ -116,7 +126,9 @@ def test_run_agent_refuses_when_busy(client, user, monkeypatch):
     assert Conversation.objects.count() == 0
 
 
-def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeypatch, caplog):
+def test_run_agent_failure_is_logged_and_releases_the_slot(
+    client: Client, user: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def boom(**kwargs):
         raise RuntimeError("agent exploded")
 
@@ -130,6 +142,6 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeyp
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
-def test_agent_delay_from_the_environment(monkeypatch, raw, expected):
+def test_agent_delay_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw, expected) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
     assert views.agent_delay() == expected
