@@ -101,6 +101,12 @@ def _parse_arguments(arguments: Any) -> Any:
     return arguments
 
 
+def _no_null(arguments: Any) -> Any:
+    """Arguments that are JSON null (given so, or as the text ``null``) are no arguments, as when
+    the key is missing: ``{}``. The column holds a JSON value, never SQL NULL."""
+    return {} if arguments is None else arguments
+
+
 def _call_id(value: Any, what: str) -> str | None:
     if value is None or value == "":
         return None
@@ -118,7 +124,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                         name=check_short_string(
                             block.get("name") or "", what="tool_call block 'name'"
                         ),
-                        arguments=block.get("input", {}),
+                        arguments=_no_null(block.get("input")),
                     )
                 )
     openai_calls = message.get("tool_calls")
@@ -137,7 +143,7 @@ def _calls(content: str | list[Any], message: dict[str, Any]) -> list[CallReques
                     name=check_short_string(
                         function.get("name") or "", what="'tool_calls[].function.name'"
                     ),
-                    arguments=_parse_arguments(function.get("arguments", {})),
+                    arguments=_no_null(_parse_arguments(function.get("arguments"))),
                 )
             )
     return calls
