@@ -158,7 +158,17 @@ def lint(extra: list[str]) -> None:
     env = _env("tests.settings")
     _run(python, "-m", "ruff", "check", ".", env=env)
     _run(python, "-m", "ruff", "format", "--check", ".", env=env)
-    _run(python, "-m", "mypy", "murmur_conversations", "tests", "project", "conftest.py", env=env)
+    _run(
+        python,
+        "-m",
+        "mypy",
+        "murmur_conversations",
+        "tests",
+        "project",
+        "conftest.py",
+        "dev.py",
+        env=env,
+    )
     _run(python, "manage.py", "check", "--fail-level", "WARNING", env=_env("project.settings"))
     _run(python, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.reading import iter_lines
-from murmur_conversations.importers.records import Item, ParseContext
+from murmur_conversations.importers.records import Item, ParseContext, SourceLine
 
 #: The shared corpus of real agent logs, never copied into the checkout: ``MURMUR_CORPUS``, else
 #: ``../shared/corpus`` next to the checkout.
@@ -85,6 +85,20 @@ def murmur_lines() -> list[str]:
         '{"role":"assistant","content":[{"type":"text","text":"Three commits, all tests: ✓"}],'
         '"id":"msg_04","model":"m1"}',
     ]
+
+
+def feed(
+    fmt: str, texts: list[str], context: ParseContext | None = None, *, torn_end: bool = False
+) -> list[Item]:
+    """Every item the ``fmt`` parser yields for these lines (numbered from 1), then at its end;
+    with ``torn_end`` the last line lacks its newline."""
+    parser = registry.make_parser(fmt, context or ParseContext())
+    items: list[Item] = []
+    for number, text in enumerate(texts, 1):
+        complete = not (torn_end and number == len(texts))
+        items.extend(parser.feed(SourceLine(number, text, complete=complete)))
+    items.extend(parser.finish())
+    return items
 
 
 def parse(fmt: str, text: str, **context: Any) -> list[Item]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
+from channels.db import database_sync_to_async
 from channels.routing import get_default_application
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
@@ -16,6 +17,9 @@ from murmur_conversations.tickets import issue_ticket
 
 #: A websocket frame as JSON (docs/websocket.md).
 Frame = dict[str, Any]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 TIMEOUT = 5  # seconds any expected frame may take; a bound, never a synchronisation
 LOCAL_LAYER = {
@@ -36,6 +40,13 @@ def layer_settings(prefix: str = "murmur-t") -> dict[str, Any]:
             }
         }
     return {"default": LOCAL_LAYER}
+
+
+def db_async(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Channels' ``database_sync_to_async`` (the ORM in a worker thread, its connection closed
+    when stale), with the wrapped function's types."""
+    wrapped: Callable[P, Awaitable[R]] = database_sync_to_async(function)
+    return wrapped
 
 
 def ticket_for(user: User) -> str:

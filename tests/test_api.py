@@ -9,6 +9,7 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db.models import QuerySet
 from django.test import override_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
@@ -26,7 +27,7 @@ from tests.api_helpers import (
     token_client,
     url,
 )
-from tests.helpers import MakeConversation, MakeUser
+from tests.helpers import MakeConversation, MakeUser, Response
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ class OnePerMinute(UserRateThrottle):
     rate = "1/minute"
 
 
-def everyone_scope(user: User):
+def everyone_scope(user: User) -> QuerySet[Conversation]:
     """A SCOPE for tests: every conversation (as a staff or team scope might)."""
     return Conversation.objects.all()
 
@@ -76,7 +77,14 @@ def client(owner: User) -> APIClient:
 # ----------------------------------------------------------------------------- the 404
 
 
-def denials(client: APIClient, method, route, foreign: Conversation, own: Conversation, query=""):
+def denials(
+    client: APIClient,
+    method: str,
+    route: str,
+    foreign: Conversation,
+    own: Conversation,
+    query: str = "",
+) -> list[Response]:
     ids = [str(foreign.pk), missing_id(), *malformed_variants(own)]
     send = getattr(client, method)
     return [send(url(i, route) + query) for i in ids]
@@ -85,7 +93,7 @@ def denials(client: APIClient, method, route, foreign: Conversation, own: Conver
 @pytest.mark.parametrize("route", DETAIL_ROUTES)
 @pytest.mark.parametrize("method", ["get", "head", "options"])
 def test_foreign_missing_and_malformed_ids_get_one_404(
-    client: APIClient, own: Conversation, foreign: Conversation, route, method
+    client: APIClient, own: Conversation, foreign: Conversation, route: str, method: str
 ) -> None:
     responses = denials(client, method, route, foreign, own)
     first = shape(responses[0])
@@ -98,7 +106,7 @@ def test_foreign_missing_and_malformed_ids_get_one_404(
 
 @pytest.mark.parametrize("method", ["patch", "delete"])
 def test_writes_to_foreign_missing_and_malformed_ids_get_one_404(
-    client: APIClient, own: Conversation, foreign: Conversation, method
+    client: APIClient, own: Conversation, foreign: Conversation, method: str
 ) -> None:
     responses = denials(client, method, "", foreign, own)
     assert {shape(r) for r in responses} == {shape(responses[0])}
@@ -109,7 +117,7 @@ def test_writes_to_foreign_missing_and_malformed_ids_get_one_404(
 
 @pytest.mark.parametrize("route", DETAIL_ROUTES)
 def test_the_404_comes_before_any_query_parameter(
-    client: APIClient, own: Conversation, foreign: Conversation, route
+    client: APIClient, own: Conversation, foreign: Conversation, route: str
 ) -> None:
     query = "?limit=x&cursor=forged&since=-1&status=bogus"
     responses = denials(client, "get", route, foreign, own, query)
@@ -128,7 +136,7 @@ def test_the_404_is_english_in_every_language(client: APIClient, foreign: Conver
     [("", ["put", "post"]), *[(r, ["put", "post", "patch", "delete"]) for r in DETAIL_ROUTES[1:]]],
 )
 def test_unsupported_verbs_get_one_405_whatever_the_id(
-    client: APIClient, own: Conversation, foreign: Conversation, route, methods
+    client: APIClient, own: Conversation, foreign: Conversation, route: str, methods: list[str]
 ) -> None:
     for method in methods:
         ids = [str(own.pk), str(foreign.pk), missing_id(), *malformed_variants(own)]
@@ -260,8 +268,8 @@ def test_host_renderers_and_format_are_ignored(client: APIClient, own: Conversat
     }
     plain = client.get(url(own.pk))
     with override_settings(REST_FRAMEWORK=host):
-        for extra in ({"HTTP_ACCEPT": "text/html"}, {"HTTP_ACCEPT": "application/json; indent=4"}):
-            response = client.get(url(own.pk) + "?format=api", **extra)
+        for accept in ("text/html", "application/json; indent=4"):
+            response = client.get(url(own.pk) + "?format=api", HTTP_ACCEPT=accept)
             assert response["Content-Type"] == "application/json"
             assert response.content == plain.content
 
@@ -298,7 +306,7 @@ def test_patch_replaces_title_and_metadata(client: APIClient, own: Conversation)
     ],
 )
 def test_patch_refuses_bad_bodies_with_invalid_field(
-    client: APIClient, own: Conversation, body, content_type
+    client: APIClient, own: Conversation, body: str, content_type: str
 ) -> None:
     response = client.generic("PATCH", url(own.pk), body, content_type=content_type)
     assert response.status_code == 400
@@ -338,7 +346,7 @@ def test_pending_ask(client: APIClient, own: Conversation) -> None:
     assert client.get(url(own.pk, "pending/")).json() == {"pending": ask}
 
 
-def tool_conversation(own: Conversation):
+def tool_conversation(own: Conversation) -> None:
     services.save_message(
         conversation=own,
         message={
@@ -378,7 +386,7 @@ def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conv
 
 @pytest.mark.parametrize("value", ["", "bogus", "COMPLETED", "completed ", "pending,failed"])
 def test_unknown_tool_status_filter_is_invalid_filter(
-    client: APIClient, own: Conversation, value
+    client: APIClient, own: Conversation, value: str
 ) -> None:
     response = client.get(url(own.pk, "tool-calls/"), {"status": value})
     assert response.status_code == 400
@@ -435,7 +443,9 @@ def test_transcript_projection(client: APIClient, own: Conversation) -> None:
 @pytest.mark.parametrize(
     ("limit", "served"), [("0", 1), ("-5", 1), ("x", 3), ("2", 2), ("5000", 3)]
 )
-def test_transcript_limit_rule(client: APIClient, own: Conversation, limit, served) -> None:
+def test_transcript_limit_rule(
+    client: APIClient, own: Conversation, limit: str, served: int
+) -> None:
     for text in ("two", "three"):
         services.save_message(conversation=own, message={"role": "user", "content": text})
     body = client.get(url(own.pk, "transcript/"), {"limit": limit}).json()

@@ -3,9 +3,10 @@ at every read, the same 404 for another conversation, 401 for bad tokens, 403 wi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth.models import User
-from django.core import signing
 from pytest_django import Settings
 from rest_framework.test import APIClient
 
@@ -76,19 +77,19 @@ def test_hook_without_grant_is_403_and_grant_is_rechecked(
 @pytest.mark.parametrize(
     "header", ["MurmurHook garbage", "MurmurHook", "MurmurHook a b", "murmurhook x.y.z"]
 )
-def test_bad_token_is_401_with_the_scheme(filled: Conversation, header) -> None:
+def test_bad_token_is_401_with_the_scheme(filled: Conversation, header: str) -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=header)
     response = client.get(url(filled.pk, "record/"))
     assert response.status_code == 401
     assert response.json()["code"] == "authentication_failed"
-    assert response["WWW-Authenticate"] == "MurmurHook"
+    assert response.headers["WWW-Authenticate"] == "MurmurHook"
 
 
 def test_expired_token_is_401(filled: Conversation, monkeypatch: pytest.MonkeyPatch) -> None:
     token = hooks.issue_token(hook="recall", conversation=filled, max_age=5)
-    real_time = signing.time.time
-    monkeypatch.setattr(signing.time, "time", lambda: real_time() + 10)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 10)  # what signing reads
     response = hook_client(token).get(url(filled.pk, "record/"))
     assert response.status_code == 401
 

@@ -53,7 +53,7 @@ def test_recover_interrupted_command(conversation: Conversation) -> None:
         ["--conversation", "4F6A3C2E-0000-0000-0000-000000000000"],
     ],
 )
-def test_recover_interrupted_bad_arguments(args) -> None:
+def test_recover_interrupted_bad_arguments(args: list[str]) -> None:
     with pytest.raises(CommandError) as info:
         call_command("recover_interrupted", *args)
     assert info.value.returncode == 2

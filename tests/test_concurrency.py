@@ -4,6 +4,7 @@ WriteConflict, never a raw database error; positions and seqs stay gapless; dupl
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -58,7 +59,7 @@ def run_threads(
 
 
 def test_fifty_writers_append_to_one_conversation(conversation: Conversation) -> None:
-    def append(index):
+    def append(index: int) -> list[DisplayMessage]:
         return services.save_message(
             conversation=conversation.pk,
             message={"role": "user", "content": f"writer {index}", "id": f"w{index}"},
@@ -74,7 +75,7 @@ def test_fifty_writers_append_to_one_conversation(conversation: Conversation) ->
 
 
 def test_concurrent_duplicates_store_one_message(conversation: Conversation) -> None:
-    def append(index):
+    def append(index: int) -> list[DisplayMessage]:
         return services.save_message(
             conversation=conversation.pk,
             message={
@@ -96,7 +97,7 @@ def test_concurrent_duplicates_store_one_message(conversation: Conversation) -> 
 
 
 def test_concurrent_start_conversation_returns_one(user: User) -> None:
-    def start(index):
+    def start(index: int) -> uuid.UUID:
         return services.start_conversation(owner=user, source="muse", external_id="same").pk
 
     results, errors = run_threads(10, start)
@@ -144,7 +145,7 @@ def test_concurrent_results_end_each_call_once(conversation: Conversation) -> No
 
 
 @pytest.mark.parametrize("earlier", [10, 5000])
-def test_save_message_query_count_does_not_grow(conversation: Conversation, earlier) -> None:
+def test_save_message_query_count_does_not_grow(conversation: Conversation, earlier: int) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.core.checks import CheckMessage
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from pytest_django import Settings
@@ -17,8 +18,8 @@ from murmur_conversations.conf import DEFAULTS, app_settings
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def ids(messages):
-    return sorted(m.id for m in messages)
+def ids(messages: list[CheckMessage]) -> list[str]:
+    return sorted(m.id or "" for m in messages)
 
 
 def documented_defaults() -> dict[str, object]:
@@ -48,7 +49,7 @@ def test_defaults_are_the_documented_values(settings: Settings) -> None:
         ("DB_TAIL_INTERVAL", 1.5),
     ],
 )
-def test_each_key_is_read_on_access(settings: Settings, key, value) -> None:
+def test_each_key_is_read_on_access(settings: Settings, key: str, value: object) -> None:
     settings.MURMUR_CONVERSATIONS = {key: value}
     assert getattr(app_settings, key) == value
     settings.MURMUR_CONVERSATIONS = {}
@@ -113,7 +114,7 @@ def test_valid_configuration_has_no_messages(settings: Settings) -> None:
         ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
     ],
 )
-def test_setting_checks(settings: Settings, conf, expected) -> None:
+def test_setting_checks(settings: Settings, conf: object, expected: list[str]) -> None:
     settings.MURMUR_CONVERSATIONS = conf
     assert ids(checks.check_settings()) == expected
 

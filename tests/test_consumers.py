@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -15,7 +16,16 @@ from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
 from tests.helpers import MakeConversation, MakeUser
-from tests.realtime_helpers import TIMEOUT, connect, expect_close, frames_until, ticket_for
+from tests.import_helpers import JSON
+from tests.realtime_helpers import (
+    TIMEOUT,
+    Frame,
+    connect,
+    db_async,
+    expect_close,
+    frames_until,
+    ticket_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 
@@ -24,11 +34,11 @@ def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
-save = database_sync_to_async(services.save_message)
-set_status = database_sync_to_async(services.set_status)
+save = db_async(services.save_message)
+set_status = db_async(services.set_status)
 
 
-async def call_bash(conversation: Conversation, call_id: str = "c1"):
+async def call_bash(conversation: Conversation, call_id: str = "c1") -> list[DisplayMessage]:
     """The assistant asks for one ``bash`` call (a pending tool-call card)."""
     return await save(
         conversation=conversation,
@@ -39,11 +49,11 @@ async def call_bash(conversation: Conversation, call_id: str = "c1"):
     )
 
 
-async def say(conversation: Conversation, text: str, **extra):
+async def say(conversation: Conversation, text: str, **extra: JSON) -> list[DisplayMessage]:
     return await save(conversation=conversation, message={"role": "user", "content": text, **extra})
 
 
-async def sentinel(communicator, conversation: Conversation) -> list[dict]:
+async def sentinel(communicator: WebsocketCommunicator, conversation: Conversation) -> list[Frame]:
     """Write a marker and return every frame up to its ``display_message_saved``: proves that
     nothing else was waiting before it (no duplicate, nothing extra)."""
     marker = f"marker-{uuid.uuid4().hex}"
@@ -66,7 +76,7 @@ async def test_no_credentials_closes_4401(conversation: Conversation) -> None:
 
 @pytest.mark.parametrize("ticket", ["", "garbage", "a" * 2000, "x:y:z"])
 async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(
-    conversation: Conversation, user: User, ticket
+    conversation: Conversation, user: User, ticket: str
 ) -> None:
     communicator = await connect(f"{path_of(conversation)}?ticket={ticket}")
     await expect_close(communicator, 4401)
@@ -78,11 +88,11 @@ async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(
 async def test_inactive_user_ticket_closes_4401(
     make_user: MakeUser, make_conversation: MakeConversation
 ) -> None:
-    owner = await database_sync_to_async(make_user)()
-    conversation = await database_sync_to_async(make_conversation)(owner=owner)
+    owner = await db_async(make_user)()
+    conversation = await db_async(make_conversation)(owner=owner)
     ticket = ticket_for(owner)
     owner.is_active = False
-    await database_sync_to_async(owner.save)()
+    await db_async(owner.save)()
     communicator = await connect(f"{path_of(conversation)}?ticket={ticket}")
     await expect_close(communicator, 4401)
 
@@ -100,7 +110,7 @@ async def test_inactive_user_ticket_closes_4401(
         "nested/deeper",
     ],
 )
-async def test_malformed_ids_close_4404(user: User, conversation_id) -> None:
+async def test_malformed_ids_close_4404(user: User, conversation_id: str) -> None:
     if conversation_id == "missing":
         conversation_id = str(uuid.uuid4())
     communicator = await connect(f"ws/conversations/{conversation_id}/", user)
@@ -117,7 +127,7 @@ async def test_uppercase_spelling_of_an_own_id_closes_4404(
 async def test_foreign_conversation_closes_4404_like_a_missing_one(
     make_user: MakeUser, conversation: Conversation
 ) -> None:
-    stranger = await database_sync_to_async(make_user)()
+    stranger = await db_async(make_user)()
     communicator = await connect(path_of(conversation), stranger)
     await expect_close(communicator, 4404)
 
@@ -125,13 +135,13 @@ async def test_foreign_conversation_closes_4404_like_a_missing_one(
 async def test_foreign_id_with_bad_since_still_closes_4404(
     make_user: MakeUser, conversation: Conversation
 ) -> None:
-    stranger = await database_sync_to_async(make_user)()
+    stranger = await db_async(make_user)()
     communicator = await connect(f"{path_of(conversation)}?since=-1", stranger)
     await expect_close(communicator, 4404)
 
 
 @pytest.mark.parametrize("since", ["-1", "abc", "1.5", "", "1e3", "+1", " 1", "٣"])
-async def test_bad_since_closes_4400(user: User, conversation: Conversation, since) -> None:
+async def test_bad_since_closes_4400(user: User, conversation: Conversation, since: str) -> None:
     communicator = await connect(f"{path_of(conversation)}?since={since}", user)
     await expect_close(communicator, 4400)
 
@@ -148,7 +158,7 @@ async def test_snapshot_frame(user: User, conversation: Conversation) -> None:
     await set_status(conversation=conversation, status="paused", pending_ask={"question": "ok?"})
     communicator = await connect(path_of(conversation), user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(conversation.refresh_from_db)()
+    await db_async(conversation.refresh_from_db)()
     assert snapshot == {
         "type": "snapshot",
         "conversation_id": str(conversation.pk),
@@ -183,7 +193,7 @@ async def test_replay_since_sends_changes_in_event_order(
             ],
         },
     )  # event 2
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
     )  # event 3
     await say(conversation, "three")  # event 4
@@ -208,7 +218,7 @@ async def test_replay_marks_rows_created_before_since_as_updated(
     user: User, conversation: Conversation
 ) -> None:
     await call_bash(conversation)  # event 1
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
     )  # event 2
     communicator = await connect(f"{path_of(conversation)}?since=1", user)
@@ -241,7 +251,7 @@ async def test_replay_announces_a_status_change(user: User, conversation: Conver
 
 @pytest.mark.parametrize("since", ["3", "99999999999999999999999"])
 async def test_since_at_or_above_the_head_replays_nothing(
-    user: User, conversation: Conversation, since
+    user: User, conversation: Conversation, since: int
 ) -> None:
     for text in ("a", "b", "c"):
         await say(conversation, text)
@@ -253,9 +263,7 @@ async def test_since_at_or_above_the_head_replays_nothing(
 
 async def test_more_than_500_rows_send_one_resync(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(501)]
-    await database_sync_to_async(services.save_messages)(
-        conversation=conversation, messages=messages
-    )
+    await db_async(services.save_messages)(conversation=conversation, messages=messages)
     await say(conversation, "last")
     communicator = await connect(f"{path_of(conversation)}?since=0", user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -269,9 +277,7 @@ async def test_more_than_500_rows_send_one_resync(user: User, conversation: Conv
 
 async def test_exactly_500_rows_are_replayed(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(500)]
-    await database_sync_to_async(services.save_messages)(
-        conversation=conversation, messages=messages
-    )
+    await db_async(services.save_messages)(conversation=conversation, messages=messages)
     communicator = await connect(f"{path_of(conversation)}?since=0", user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     replay = [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(500)]
@@ -313,13 +319,11 @@ async def test_live_events_of_one_call_come_in_contract_order(
         "result": "done",
         "error": None,
     }
-    await database_sync_to_async(services.cancel_run)(conversation=conversation)
+    await db_async(services.cancel_run)(conversation=conversation)
     frames = [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(2)]
     assert [f["type"] for f in frames] == ["display_message_saved", "status_changed"]
     assert frames[1]["status"] == "cancelled"
-    await database_sync_to_async(services.update_conversation)(
-        conversation=conversation, title="Renamed"
-    )
+    await db_async(services.update_conversation)(conversation=conversation, title="Renamed")
     frame = await communicator.receive_json_from(timeout=TIMEOUT)
     assert frame["type"] == "conversation_updated"
     assert frame["event_seq"] == 4
@@ -357,7 +361,7 @@ async def test_a_rolled_back_write_sends_nothing(user: User, conversation: Conve
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
 
-    def rolled_back():
+    def rolled_back() -> None:
         with pytest.raises(RuntimeError), transaction.atomic():
             services.save_message(
                 conversation=conversation, message={"role": "user", "content": "ghost"}
@@ -365,20 +369,18 @@ async def test_a_rolled_back_write_sends_nothing(user: User, conversation: Conve
             services.set_status(conversation=conversation, status="running")
             raise RuntimeError("abort")
 
-    await database_sync_to_async(rolled_back)()
+    await db_async(rolled_back)()
     frames = await sentinel(communicator, conversation)
     assert len(frames) == 1
     assert frames[0]["event_seq"] == 1  # the rolled-back event_seq was never taken
-    assert not await database_sync_to_async(
-        DisplayMessage.objects.filter(content={"text": "ghost"}).exists
-    )()
+    assert not await db_async(DisplayMessage.objects.filter(content={"text": "ghost"}).exists)()
     await communicator.disconnect()
 
 
 async def test_delta_is_forwarded(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(services.broadcast_delta)(
+    await db_async(services.broadcast_delta)(
         conversation=conversation, stream_id="turn-1", text="Hel"
     )
     assert await communicator.receive_json_from(timeout=TIMEOUT) == {
@@ -393,13 +395,11 @@ async def test_delta_is_forwarded(user: User, conversation: Conversation) -> Non
 async def test_events_of_other_conversations_are_not_sent(
     user: User, conversation: Conversation, make_conversation: MakeConversation
 ) -> None:
-    other = await database_sync_to_async(make_conversation)()
+    other = await db_async(make_conversation)()
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await say(other, "elsewhere")
-    await database_sync_to_async(services.broadcast_delta)(
-        conversation=other, stream_id="s", text="x"
-    )
+    await db_async(services.broadcast_delta)(conversation=other, stream_id="s", text="x")
     assert len(await sentinel(communicator, conversation)) == 1
     await communicator.disconnect()
 
@@ -413,7 +413,7 @@ async def test_a_lost_event_is_filled_from_the_database(
     lost: list[str] = []
 
     class Lossy(broadcast.Broadcaster):
-        def publish(self, group, message):
+        def publish(self, group: str, message: dict[str, Any]) -> bool:
             if message["type"] == "murmur.events" and not lost:
                 lost.append(group)
                 return False
@@ -444,7 +444,7 @@ async def test_reconnect_with_since_while_writes_continue(
     last = seen[-1]["event_seq"]
     await first.disconnect()
 
-    async def writer():
+    async def writer() -> None:
         for i in range(25):
             await say(conversation, f"late {i}")
 
@@ -469,7 +469,7 @@ async def test_large_values_are_capped(user: User, conversation: Conversation) -
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     big = "é" * 40_000  # 80,002 bytes of JSON: over the cap
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="completed", tool_info={"call_id": "c1", "result": big}
     )
     updated = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -526,7 +526,7 @@ async def test_deleted_conversation_sends_deleted_then_closes_4404(
 ) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(services.delete_conversation)(conversation=conversation)
+    await db_async(services.delete_conversation)(conversation=conversation)
     assert await communicator.receive_json_from(timeout=TIMEOUT) == {
         "type": "conversation_deleted",
         "conversation_id": str(conversation.pk),

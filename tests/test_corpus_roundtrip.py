@@ -8,6 +8,9 @@ this version cannot read yet must be refused cleanly: exit 2 with "cannot read y
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -23,9 +26,11 @@ LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")
 
 
-def walk(client: APIClient, url: str) -> tuple[list[dict], list[dict]]:
+def walk(client: APIClient, url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every page of ``url`` (a cursor walk): the pages' bodies and all their rows."""
-    pages, rows, cursor = [], [], None
+    pages: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    cursor = None
     while True:
         response = client.get(url, {"cursor": cursor} if cursor else {})
         assert response.status_code == 200, response.content
@@ -69,7 +74,7 @@ def test_the_corpus_is_there() -> None:
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
-def test_import_and_read_back(path, user: User) -> None:
+def test_import_and_read_back(path: Path, user: User) -> None:
     code, out, err = run(path, "--owner", user.username)
     if code != 0:
         assert path.parent.name not in MUST_IMPORT, err

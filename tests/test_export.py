@@ -20,13 +20,13 @@ from tests.import_helpers import cassette_conversation, murmur_lines, run, write
 pytestmark = pytest.mark.django_db
 
 
-def export(conversation: Conversation, *args):
+def export(conversation: Conversation, *args: str) -> str:
     out = io.StringIO()
     call_command("export_conversation", str(conversation.pk), *args, stdout=out)
     return out.getvalue()
 
 
-def reimport(user: User, text, fmt):
+def reimport(user: User, text: str, fmt: str) -> Conversation:
     """Import ``text`` from stdin under ``fmt``; return the conversation it created."""
     before = set(Conversation.objects.values_list("pk", flat=True))
     code, _, err = run(
@@ -143,7 +143,7 @@ def test_openai_export_of_blocks(runtime_conversation: Conversation, user: User)
         ["4F6A3C2E-0000-4000-8000-000000000000"],
     ],
 )
-def test_unknown_or_malformed_id_exits_2(args) -> None:
+def test_unknown_or_malformed_id_exits_2(args: list[str]) -> None:
     with pytest.raises(CommandError) as info:
         call_command("export_conversation", *args, stdout=io.StringIO())
     assert info.value.returncode == 2

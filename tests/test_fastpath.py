@@ -3,6 +3,9 @@ writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import pytest
 from django.db import connection
 
@@ -14,7 +17,7 @@ from tests.helpers import MakeConversation, assert_counters_match_rows
 # tests are about the path a service call takes on its own (and one about a caller's transaction).
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-BATCH = [
+BATCH: list[dict[str, Any]] = [
     {"role": "user", "content": "plain text", "id": "u1"},
     {
         "role": "assistant",
@@ -33,7 +36,9 @@ BATCH = [
 ]
 
 
-def snapshot(conversation: Conversation):
+def snapshot(
+    conversation: Conversation,
+) -> tuple[Sequence[Mapping[str, object]], Sequence[Mapping[str, object]], tuple[int, ...]]:
     conversation.refresh_from_db()
     records = list(
         Message.objects.filter(conversation=conversation)
@@ -83,9 +88,9 @@ def test_fast_and_general_paths_write_the_same(
 
 
 def test_fast_path_signals_and_instance_refresh(conversation: Conversation) -> None:
-    received = []
+    received: list[dict[str, Any]] = []
 
-    def receiver(sender, **kwargs):
+    def receiver(sender: object, **kwargs: Any) -> None:
         received.append(kwargs)
 
     signals.display_messages_saved.connect(receiver)

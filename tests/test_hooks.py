@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core import signing
@@ -12,7 +14,7 @@ from django.db import connection
 from pytest_django import Settings
 
 from murmur_conversations import hooks, services
-from murmur_conversations.hooks import HookReadError, read_messages
+from murmur_conversations.hooks import HookReadError, MessagePage, read_messages
 from murmur_conversations.models import Conversation
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +33,7 @@ def grants(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = GRANTED
 
 
-def append(conversation: Conversation, count, start=0):
+def append(conversation: Conversation, count: int, start: int = 0) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -41,7 +43,7 @@ def append(conversation: Conversation, count, start=0):
     )
 
 
-def ids(page):
+def ids(page: MessagePage) -> list[str]:
     return [m["id"] for m in page.messages]
 
 
@@ -109,7 +111,7 @@ def test_walk_while_appending_repeats_and_skips_nothing(conversation: Conversati
 
 
 @pytest.mark.parametrize("limit", [0, -5, 1])
-def test_small_limits_read_one(conversation: Conversation, limit) -> None:
+def test_small_limits_read_one(conversation: Conversation, limit: int) -> None:
     append(conversation, 3)
     assert len(read_messages(hook="recall", conversation=conversation, limit=limit).messages) == 1
 
@@ -131,7 +133,7 @@ def test_no_record_is_an_empty_page(conversation: Conversation) -> None:
 @pytest.mark.parametrize(
     "cursor", ["7", "mc_", "mc_nine", "cur_1", "mc_4", "mc_-1", " mc_1", "mc_1\n", 3, ""]
 )
-def test_invalid_cursors(conversation: Conversation, cursor) -> None:
+def test_invalid_cursors(conversation: Conversation, cursor: Any) -> None:
     append(conversation, 3)
     with pytest.raises(HookReadError) as info:
         read_messages(hook="recall", conversation=conversation, cursor=cursor)
@@ -139,7 +141,7 @@ def test_invalid_cursors(conversation: Conversation, cursor) -> None:
 
 
 @pytest.mark.parametrize("hook", ["denied", "undeclared", "misplaced", None, 5])
-def test_not_granted(conversation: Conversation, hook) -> None:
+def test_not_granted(conversation: Conversation, hook: Any) -> None:
     append(conversation, 1)
     with pytest.raises(HookReadError) as info:
         read_messages(hook=hook, conversation=conversation)
@@ -197,8 +199,8 @@ def test_expired_token_is_refused(
     conversation: Conversation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     token = hooks.issue_token(hook="recall", conversation=conversation, max_age=5)
-    real_time = signing.time.time
-    monkeypatch.setattr(signing.time, "time", lambda: real_time() + 6)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 6)  # what signing reads
     assert hooks.verify_token(token) is None
 
 
@@ -206,7 +208,9 @@ def test_expired_token_is_refused(
     "kwargs",
     [{"max_age": 0}, {"max_age": True}, {"max_age": 10**6}, {"hook": ""}, {"conversation": "nope"}],
 )
-def test_issue_token_rejects_bad_arguments(conversation: Conversation, kwargs) -> None:
+def test_issue_token_rejects_bad_arguments(
+    conversation: Conversation, kwargs: dict[str, Any]
+) -> None:
     arguments = {"hook": "recall", "conversation": conversation, "max_age": 60, **kwargs}
     with pytest.raises(ValueError, match=r"max_age|hook name"):
         hooks.issue_token(**arguments)

@@ -53,7 +53,7 @@ CODEX = {
 
 
 @pytest.mark.parametrize("name", sorted(CODEX))
-def test_codex_corpus_file(user: User, name) -> None:
+def test_codex_corpus_file(user: User, name: str) -> None:
     path = CORPUS / name
     expected_messages, expected_calls, key = CODEX[name]
     code, out, err = run(path, "--owner", user.username)

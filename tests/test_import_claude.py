@@ -18,7 +18,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import CORPUS, run, write_lines
+from tests.import_helpers import CORPUS, JSON, run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +35,7 @@ CORPUS_FILES = {
 }
 
 
-def counts(conversation: Conversation):
+def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
     statuses: dict[str, int] = {}
     for call in ToolCall.objects.filter(conversation=conversation):
         statuses[call.status] = statuses.get(call.status, 0) + 1
@@ -48,12 +48,12 @@ def counts(conversation: Conversation):
     )
 
 
-def lines_of(name):
+def lines_of(name: str) -> list[JSON]:
     return [json.loads(line) for line in (CORPUS / name).read_text("utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_claude_corpus_file(user: User, name) -> None:
+def test_claude_corpus_file(user: User, name: str) -> None:
     messages, calls, injected, records, key = CORPUS_FILES[name]
     code, out, err = run(CORPUS / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -162,7 +162,7 @@ def test_stream_json_error_result_is_the_runs_error(tmp_path: Path, user: User) 
     assert DisplayMessage.objects.filter(content_type="error").count() == 1
 
 
-def line(kind, uuid, parent, session="s-1", **fields):
+def line(kind: str, uuid: str, parent: str | None, session: str = "s-1", **fields: JSON) -> str:
     return json.dumps(
         {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session, **fields}
     )

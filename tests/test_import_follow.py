@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ def deltas() -> Iterator[list[tuple[str, str]]]:
     """The ``delta`` signals sent (``broadcast_delta``), as ``(stream_id, text)``."""
     got: list[tuple[str, str]] = []
 
-    def receive(sender, *, stream_id, text, **kwargs):
+    def receive(sender: object, *, stream_id: str, text: str, **kwargs: object) -> None:
         got.append((stream_id, text))
 
     signals.delta.connect(receive)
@@ -48,14 +48,14 @@ class Appender:
     records what is in the database, then appends the next chunk; with none left it interrupts,
     as Ctrl-C would."""
 
-    def __init__(self, path, chunks, deltas: list[tuple[str, str]]):
+    def __init__(self, path: Path, chunks: Iterable[bytes], deltas: list[tuple[str, str]]) -> None:
         self.path = path
         self.chunks = list(chunks)
         self.deltas = deltas
         self.seen: list[tuple[int, int, int]] = []  # (chunks written, messages, deltas)
         self.written = 0
 
-    def __call__(self):
+    def __call__(self) -> None:
         self.seen.append((self.written, Message.objects.count(), len(self.deltas)))
         if not self.chunks:
             raise KeyboardInterrupt
@@ -64,7 +64,7 @@ class Appender:
         self.written += 1
 
 
-def follow(path, user: User, wait, *extra):
+def follow(path: Path, user: User, wait: Callable[[], None], *extra: str) -> tuple[int, str, str]:
     return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
 
 
@@ -88,7 +88,9 @@ def test_follow_a_file_line_by_line(
     assert by_lines[91] == (6, 6)  # the terminal: the answer, once
     assert [m for _, m, _ in wait.seen] == sorted(m for _, m, _ in wait.seen)
     answer = [text for stream, text in deltas if stream == "63a61abc-2c10-40dd-ab6d-ef00d48a5a29"]
-    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    last = Message.objects.order_by("position").last()
+    assert last is not None
+    assert "".join(answer) == last.content[0]["text"]
     assert {c.status for c in ToolCall.objects.all()} == {"completed"}
     assert Conversation.objects.get().status == "idle"
 
@@ -141,7 +143,7 @@ def test_follow_stdin_until_it_ends(user: User, deltas: list[tuple[str, str]]) -
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(user: User, name, messages, calls) -> None:
+def test_follow_other_live_streams(user: User, name: str, messages: int, calls: int) -> None:
     data = (CORPUS / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")

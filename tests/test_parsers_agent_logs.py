@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmur_conversations.importers import registry
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import (
     Begin,
@@ -19,23 +18,13 @@ from murmur_conversations.importers.records import (
     ParseContext,
     Parsed,
     Problem,
-    SourceLine,
 )
-from tests.import_helpers import CORPUS, json_values, parse
-
-
-def feed_all(fmt, lines, **context):
-    parser = registry.make_parser(fmt, ParseContext(**context))
-    items = []
-    for number, text in enumerate(lines, start=1):
-        items.extend(parser.feed(SourceLine(number, text)))
-    items.extend(parser.finish())
-    return items
+from tests.import_helpers import CORPUS, feed, json_values, parse
 
 
 def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
     lines = (CORPUS / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
-    items = feed_all("muse", lines)
+    items = feed("muse", lines)
     assert isinstance(items[0], Begin)
     assert [i.text for i in items if isinstance(i, Delta)] == ["Four"]
     messages = [i.message for i in items if isinstance(i, Parsed)]
@@ -48,8 +37,8 @@ def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
 
 def test_muse_ids_are_stable_however_the_journal_is_cut() -> None:
     lines = (CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
-    whole = [i.message["id"] for i in feed_all("muse", lines) if isinstance(i, Parsed)]
-    cut = [i.message["id"] for i in feed_all("muse", lines[:40]) if isinstance(i, Parsed)]
+    whole = [i.message["id"] for i in feed("muse", lines) if isinstance(i, Parsed)]
+    cut = [i.message["id"] for i in feed("muse", lines[:40]) if isinstance(i, Parsed)]
     assert whole[: len(cut)] == cut
     assert len(set(whole)) == len(whole) == 6
 
@@ -70,8 +59,8 @@ def test_claude_stream_subagent_lines_are_kept_only() -> None:
         (b"", []),
     ],
 )
-def test_follow_lines_from_a_pipe(data, expected) -> None:
-    refused = []
+def test_follow_lines_from_a_pipe(data: bytes, expected: list[tuple[str, bool]]) -> None:
+    refused: list[object] = []
     lines = follow_lines(io.BytesIO(data), wait=None, refuse=lambda *a: refused.append(a))
     assert [(line.text, line.complete) for line in lines] == expected
     assert refused == []
@@ -83,7 +72,7 @@ def test_follow_lines_waits_then_reads_appends_and_stops_on_interrupt() -> None:
     stream.seek(0)
     appends = [b"o\n\xff\n", b"three"]
 
-    def wait():
+    def wait() -> None:
         if not appends:
             raise KeyboardInterrupt
         position = stream.tell()
@@ -196,9 +185,11 @@ claude_like = st.fixed_dictionaries(
     ),
     conversation_id=st.none() | st.just("fixed"),
 )
-def test_agent_log_parsers_never_raise(fmt, lines, conversation_id) -> None:
+def test_agent_log_parsers_never_raise(
+    fmt: str, lines: list[str], conversation_id: str | None
+) -> None:
     texts = [line.replace("\n", " ") or "x" for line in lines]
-    items = feed_all(fmt, texts, conversation_id=conversation_id)
+    items = feed(fmt, texts, ParseContext(conversation_id=conversation_id))
     begun = False
     for item in items:
         if isinstance(item, Begin):

@@ -13,6 +13,7 @@ import textwrap
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from channels.exceptions import ChannelFull
@@ -42,9 +43,10 @@ async def test_send_and_receive_in_order() -> None:
 async def test_messages_are_copied() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
-    message = {"type": "m", "items": [1]}
+    items = [1]
+    message = {"type": "m", "items": items}
     await layer.send(channel, message)
-    message["items"].append(2)
+    items.append(2)
     assert (await layer.receive(channel))["items"] == [1]
 
 
@@ -81,7 +83,7 @@ async def test_group_discard_and_flush() -> None:
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "é", "x" * 100])
-async def test_invalid_names_are_refused(name) -> None:
+async def test_invalid_names_are_refused(name: str) -> None:
     layer = ProcessLocalChannelLayer()
     with pytest.raises(TypeError):
         await layer.group_add(name, "ok")
@@ -193,11 +195,11 @@ def test_group_names_come_from_the_prefix(settings: Settings) -> None:
 class HangingLayer:
     """A layer whose group_send never returns until released: a dead Redis."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.release = threading.Event()
         self.calls = 0
 
-    async def group_send(self, group, message):
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
         self.calls += 1
         while not self.release.is_set():
             await asyncio.sleep(0.01)
@@ -234,7 +236,7 @@ def test_a_failing_layer_is_counted_and_the_sender_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class Failing:
-        async def group_send(self, group, message):
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
             raise ConnectionError("redis is down")
 
     failing = broadcast.Broadcaster(layer=lambda: Failing())

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from pytest_django import Settings
 from rest_framework.authtoken.models import Token
@@ -27,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import broadcast
-from tests.realtime_helpers import Frame, ticket_for
+from tests.realtime_helpers import Frame, db_async, ticket_for
 from tests.servers import child_environment
 from tests.servers import uvicorn_server as serve
 
@@ -123,7 +122,7 @@ async def test_real_client_close_codes_and_command_writes(
     """Close codes through uvicorn; a write from this process and one from ``manage.py
     recover_interrupted`` reach the client (embedded default: through the server's database tail;
     with REDIS_URL: through Redis)."""
-    await database_sync_to_async(start_run)(conversation)
+    await db_async(start_run)(conversation)
     ticket = ticket_for(user)
     with uvicorn_server(shared_env, tmp_path / "server.log") as base:
         assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
@@ -139,7 +138,7 @@ async def test_real_client_close_codes_and_command_writes(
             assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
             replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
             assert replay[0]["message"]["content_type"] == "tool_call"
-            await database_sync_to_async(services.save_message)(
+            await db_async(services.save_message)(
                 conversation=conversation, message={"role": "user", "content": "here"}
             )
             frame = await next_frame(ws)
@@ -163,7 +162,7 @@ async def test_two_servers_share_redis(
     """Issue 7: clients of two ASGI servers sharing Redis both receive a write made in a third
     process, one made through the first server (REST PATCH) and one made by a management
     command."""
-    await database_sync_to_async(start_run)(conversation)
+    await db_async(start_run)(conversation)
     ticket = ticket_for(user)
     with (
         uvicorn_server(shared_env, tmp_path / "one.log") as one,
@@ -177,14 +176,14 @@ async def test_two_servers_share_redis(
         ):
             for ws in (first, second):
                 assert (await next_frame(ws))["type"] == "snapshot"
-            await database_sync_to_async(services.save_message)(
+            await db_async(services.save_message)(
                 conversation=conversation, message={"role": "user", "content": "both"}
             )
             for ws in (first, second):
                 frame = await next_frame(ws)
                 assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "both"})
             assert (await next_frame(stream))["event_seq"] == 3
-            token = await database_sync_to_async(Token.objects.create)(user=user)
+            token = await db_async(Token.objects.create)(user=user)
             status = await asyncio.to_thread(
                 patch_title, one.replace("ws://", "http://"), conversation, token.key
             )

@@ -11,9 +11,10 @@ from murmur_conversations.realtime.shared import SharedReads, shared_reads
 
 
 async def test_concurrent_callers_share_one_read() -> None:
-    reads, calls, gate = SharedReads(), [], asyncio.Event()
+    reads, gate = SharedReads(), asyncio.Event()
+    calls: list[int] = []
 
-    async def fetch():
+    async def fetch() -> str:
         calls.append(1)
         await gate.wait()
         return "row"
@@ -28,9 +29,10 @@ async def test_concurrent_callers_share_one_read() -> None:
 
 
 async def test_other_keys_and_expired_windows_read_again() -> None:
-    reads, calls = SharedReads(), []
+    reads = SharedReads()
+    calls: list[int] = []
 
-    async def fetch():
+    async def fetch() -> int:
         calls.append(1)
         return len(calls)
 
@@ -42,7 +44,7 @@ async def test_other_keys_and_expired_windows_read_again() -> None:
 async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive() -> None:
     reads, gate = SharedReads(), asyncio.Event()
 
-    async def failing():
+    async def failing() -> None:
         await gate.wait()
         raise RuntimeError("database down")
 

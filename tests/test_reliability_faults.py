@@ -30,7 +30,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from pytest_django import Settings
 
@@ -38,7 +37,7 @@ from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from murmur_conversations.realtime import broadcast
 from tests.helpers import assert_counters_match_rows
-from tests.realtime_helpers import TIMEOUT, connect, frames_until
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 from tests.servers import database_environment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -297,11 +296,11 @@ async def test_writes_succeed_while_redis_is_down_and_since_recovers_them(
     stop()
     texts = [f"during outage {i}" for i in range(30)]
     for text in texts:
-        rows = await database_sync_to_async(services.save_message)(
+        rows = await db_async(services.save_message)(
             conversation=conversation, message={"role": "user", "content": text}
         )
         assert len(rows) == 1
-    await database_sync_to_async(broadcaster.flush)(TIMEOUT * 3)
+    await db_async(broadcaster.flush)(TIMEOUT * 3)
     assert broadcaster.failed + broadcaster.dropped > lost_before
     start()
 
@@ -314,7 +313,7 @@ async def test_writes_succeed_while_redis_is_down_and_since_recovers_them(
     ]
     assert replayed == texts
     await second.disconnect()
-    await database_sync_to_async(assert_counters_match_rows)(conversation)
+    await db_async(assert_counters_match_rows)(conversation)
 
 
 # ------------------------------------------------------------------------------ killed worker

@@ -24,7 +24,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.core import signing
@@ -40,7 +39,7 @@ from murmur_conversations.realtime.routing import websocket_urlpatterns
 from tests.api_helpers import API, shape, token_client
 from tests.helpers import MakeUser, Response
 from tests.import_helpers import JSON
-from tests.realtime_helpers import TIMEOUT, connect, frames_until, ticket_for
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until, ticket_for
 
 VERBS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 DENIED = ("other", "staff", "anonymous", "hook_elsewhere", "expired_ticket")
@@ -341,23 +340,16 @@ async def test_another_users_stream_hears_nothing_of_the_owners_writes(
     """``ws/conversations/`` of another user and of staff: while the owner writes (with the
     marker) and renames, their streams carry only their own conversations; a sentinel write of
     their own, sent after the owner's writes, bounds the wait."""
-    spies = [await database_sync_to_async(make_user)(is_staff=flag) for flag in (False, True)]
-    own = [
-        await database_sync_to_async(services.start_conversation)(owner=spy, title="mine")
-        for spy in spies
-    ]
+    spies = [await db_async(make_user)(is_staff=flag) for flag in (False, True)]
+    own = [await db_async(services.start_conversation)(owner=spy, title="mine") for spy in spies]
     streams = [await connect("ws/conversations/", spy) for spy in spies]
-    await database_sync_to_async(services.save_message)(
+    await db_async(services.save_message)(
         conversation=planted, message={"role": "user", "content": f"{marker}-live"}
     )
-    await database_sync_to_async(services.update_conversation)(
-        conversation=planted, title=f"{marker}-renamed"
-    )
+    await db_async(services.update_conversation)(conversation=planted, title=f"{marker}-renamed")
     owner_stream = await connect(f"ws/conversations/{planted.pk}/?since=0&{callers['owner'][2]}")
     for stream, conversation in zip(streams, own, strict=True):
-        await database_sync_to_async(services.update_conversation)(
-            conversation=conversation, title="sentinel"
-        )
+        await db_async(services.update_conversation)(conversation=conversation, title="sentinel")
         frames = await frames_until(
             stream, lambda f: f.get("conversation", {}).get("title") == "sentinel"
         )

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.test import override_settings
 from hypothesis import HealthCheck, event, given, settings
@@ -49,8 +48,8 @@ from murmur_conversations.models import Conversation, DisplayMessage, Message, T
 from murmur_conversations.representations import display_row, record_row, tool_call_row
 from tests.api_helpers import API, token_client, url
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import JSON
-from tests.realtime_helpers import TIMEOUT, connect, frames_until
+from tests.import_helpers import JSON, feed
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 
 DEEP = 10_000
 FUZZ = settings(
@@ -127,15 +126,6 @@ line_text = st.one_of(
 )
 
 
-def parse_all(fmt: str, texts: list[str], context: ParseContext) -> list[Item]:
-    parser = registry.make_parser(fmt, context)
-    items: list[Item] = []
-    for number, text in enumerate(texts, 1):
-        items.extend(parser.feed(SourceLine(number, text, complete=number < len(texts))))
-    items.extend(parser.finish())
-    return items
-
-
 # ------------------------------------------------------------------------------ importer parsers
 
 
@@ -154,7 +144,7 @@ def test_every_parser_yields_items_and_only_writable_or_refusable_messages(
 ) -> None:
     """Whatever the lines, a parser returns items of the documented types; each message it yields
     has a string id and is accepted by ``normalize_message`` or refused with ``InvalidContent``."""
-    items = parse_all(fmt, texts, context)
+    items = feed(fmt, texts, context, torn_end=True)
     for item in items:
         assert isinstance(item, Item)
         if isinstance(item, Parsed):
@@ -361,6 +351,35 @@ def test_openai_arguments_that_are_not_storable_json_stay_a_string(
     }
     services.save_message(conversation=conversation, message=message)
     assert ToolCall.objects.get(conversation=conversation, call_id="c9").arguments == stored
+    answer = token_client(user).get(url(conversation.pk, "tool-calls/"))
+    assert answer.status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "tool_calls": [{"id": "c9", "function": {"name": "f"}}]},
+        {"role": "assistant", "tool_calls": [{"id": "c9", "function": {"arguments": None}}]},
+        {"role": "assistant", "tool_calls": [{"id": "c9", "function": {"arguments": "null"}}]},
+        {"role": "assistant", "content": [{"type": "tool_call", "id": "c9", "name": "f"}]},
+        {"role": "assistant", "content": [{"type": "tool_call", "id": "c9", "input": None}]},
+    ],
+    ids=["openai-missing", "openai-null", "openai-null-text", "block-missing", "block-null"],
+)
+def test_null_or_missing_arguments_are_no_arguments(
+    conversation: Conversation, user: User, message: dict[str, JSON]
+) -> None:
+    """Regression (found by the fuzzing above): arguments that were JSON null reached the
+    database as SQL NULL, a ``WriteConflict`` that no retry fixes. Null arguments, given or as
+    text, are stored as no arguments (``{}``), as missing ones are; the record keeps the message
+    as it came."""
+    services.save_message(conversation=conversation, message=message)
+    assert ToolCall.objects.get(conversation=conversation, call_id="c9").arguments == {}
+    card = DisplayMessage.objects.get(conversation=conversation, content_type="tool_call")
+    assert card.content["arguments"] == {}
+    record = Message.objects.get(conversation=conversation)
+    assert record.extra.get("tool_calls") == message.get("tool_calls")
     answer = token_client(user).get(url(conversation.pk, "tool-calls/"))
     assert answer.status_code == 200
 
@@ -597,7 +616,7 @@ async def test_client_text_up_to_four_kib_is_ignored(
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
     for text in ("x" * 4096, "{" * 4096, '{"type":"cancel"}', "€" * 1365):
         await communicator.send_to(text_data=text)
-    await database_sync_to_async(services.save_message)(
+    await db_async(services.save_message)(
         conversation=conversation, message={"role": "user", "content": "still here"}
     )
     frames = await frames_until(

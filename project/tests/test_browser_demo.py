@@ -20,7 +20,7 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connections
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, Page
 from pytest_django import Settings
 
 from murmur_conversations import services
@@ -108,7 +108,7 @@ def demo_user(django_user_model: type[User]) -> User:
     return user
 
 
-def log_in(page, base: str) -> None:
+def log_in(page: Page, base: str) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"{base}/")
@@ -119,8 +119,11 @@ def log_in(page, base: str) -> None:
     expect(page.locator("#conversations button.conversation").first).to_be_visible()
 
 
-def shown_ids(page) -> list[str]:
-    return page.locator("#cards li.card").evaluate_all("(cards) => cards.map((c) => c.dataset.id)")
+def shown_ids(page: Page) -> list[str]:
+    ids: list[str] = page.locator("#cards li.card").evaluate_all(
+        "(cards) => cards.map((c) => c.dataset.id)"
+    )
+    return ids
 
 
 def stored_ids(conversation: Conversation) -> list[str]:

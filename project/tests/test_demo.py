@@ -44,6 +44,7 @@ def test_demo_agent_shows_every_kind_of_row(django_user_model: type[User]) -> No
     )
     assert statuses == ["completed", "completed", "failed"]
     assert conversation.status == "paused"
+    assert conversation.pending_ask is not None
     assert conversation.pending_ask["question"].startswith("Pin image-tools")
     assert_counters_match_rows(conversation)
 
@@ -51,7 +52,7 @@ def test_demo_agent_shows_every_kind_of_row(django_user_model: type[User]) -> No
 @pytest.mark.parametrize(
     "args", [["--owner", "nobody"], ["--delay", "-1"], ["--conversation", "x"]]
 )
-def test_demo_agent_bad_arguments(args) -> None:
+def test_demo_agent_bad_arguments(args: list[str]) -> None:
     call_command("demo_setup", stdout=io.StringIO())
     with pytest.raises(CommandError) as info:
         call_command("demo_agent", *args)

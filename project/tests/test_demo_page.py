@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from django.contrib.auth.models import User
@@ -70,9 +71,10 @@ def test_page_shell_loads_the_script_and_no_data(
 def test_static_files_are_found(client: Client, user: User) -> None:
     from django.contrib.staticfiles import finders
 
-    assert finders.find("demo/demo.js")
-    assert finders.find("demo/demo.css")
-    script = Path(finders.find("demo/demo.js")).read_text(encoding="utf-8")
+    script_path, style_path = finders.find("demo/demo.js"), finders.find("demo/demo.css")
+    assert script_path
+    assert style_path
+    script = Path(script_path).read_text(encoding="utf-8")
     assert "innerHTML" not in script  # model text goes in through textContent only
 
 
@@ -129,7 +131,7 @@ def test_run_agent_refuses_when_busy(
 def test_run_agent_failure_is_logged_and_releases_the_slot(
     client: Client, user: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def boom(**kwargs):
+    def boom(**kwargs: object) -> NoReturn:
         raise RuntimeError("agent exploded")
 
     monkeypatch.setattr(views, "run_demo_agent", boom)
@@ -142,6 +144,8 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
-def test_agent_delay_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw, expected) -> None:
+def test_agent_delay_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: float
+) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
     assert views.agent_delay() == expected

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from channels.layers import get_channel_layer
-from django.db import connection
+from django.db import connection, connections
 
 from murmur_conversations import checks
 
@@ -47,15 +47,18 @@ def test_sqlite_profile_uses_a_file_wal_and_immediate_transactions() -> None:
 def test_postgres_profile_uses_psycopg3_through_djangos_pool() -> None:
     import psycopg
     import psycopg_pool
+    from django.db.backends.postgresql.base import DatabaseWrapper
 
-    connection.ensure_connection()
-    assert isinstance(connection.connection, psycopg.Connection)
-    pool = connection.pool
+    wrapper = connections["default"]
+    assert isinstance(wrapper, DatabaseWrapper)
+    wrapper.ensure_connection()
+    assert isinstance(wrapper.connection, psycopg.Connection)
+    pool = wrapper.pool
     assert isinstance(pool, psycopg_pool.ConnectionPool)
     assert pool.max_size == int(os.environ.get("MURMUR_DB_POOL_MAX", "60"))
     requests = pool.get_stats().get("requests_num", 0)
-    connection.close()  # not persistent: the connection goes back to the pool
-    connection.ensure_connection()
+    wrapper.close()  # not persistent: the connection goes back to the pool
+    wrapper.ensure_connection()
     assert pool.get_stats()["requests_num"] == requests + 1  # and the next one comes from it
 
 
