@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.reading import iter_lines
-from murmur_conversations.importers.records import Item, ParseContext, SourceLine
+from murmur_conversations.importers.records import (
+    Begin,
+    Item,
+    ParseContext,
+    Parsed,
+    Problem,
+    SourceLine,
+)
 
 #: The shared corpus of real agent logs, never copied into the checkout: ``MURMUR_CORPUS``, else
 #: ``../shared/corpus`` next to the checkout.
@@ -99,6 +106,21 @@ def feed(
         items.extend(parser.feed(SourceLine(number, text, complete=complete)))
     items.extend(parser.finish())
     return items
+
+
+def assert_well_formed(items: list[Item]) -> None:
+    """What every parser promises (docs/formats.md): items of the documented types only; each
+    parsed message has a non-empty string id; every item but a ``Problem`` follows a ``Begin``."""
+    begun = False
+    for item in items:
+        assert isinstance(item, Item)
+        if isinstance(item, Begin):
+            begun = True
+        elif not isinstance(item, Problem):
+            assert begun, "every non-problem item follows a Begin"
+        if isinstance(item, Parsed):
+            assert isinstance(item.message.get("id"), str)
+            assert item.message["id"]
 
 
 def parse(fmt: str, text: str, **context: Any) -> list[Item]:

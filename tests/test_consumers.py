@@ -251,7 +251,7 @@ async def test_replay_announces_a_status_change(user: User, conversation: Conver
 
 @pytest.mark.parametrize("since", ["3", "99999999999999999999999"])
 async def test_since_at_or_above_the_head_replays_nothing(
-    user: User, conversation: Conversation, since: int
+    user: User, conversation: Conversation, since: str
 ) -> None:
     for text in ("a", "b", "c"):
         await say(conversation, text)

@@ -15,7 +15,6 @@ from murmur_conversations.importers.anthropic import convert as anthropic_conver
 from murmur_conversations.importers.reading import NotUTF8, check_utf8, iter_lines
 from murmur_conversations.importers.records import (
     Begin,
-    Item,
     Kept,
     Parsed,
     Problem,
@@ -25,7 +24,7 @@ from murmur_conversations.importers.records import (
     imported_id,
     key_of_messages,
 )
-from tests.import_helpers import json_values, parse
+from tests.import_helpers import assert_well_formed, json_values, parse
 
 
 def test_canonical_json_and_ids() -> None:
@@ -178,17 +177,7 @@ line_text = st.one_of(
 )
 def test_parsers_never_raise(fmt: str, lines: list[str], conversation_id: str | None) -> None:
     text = "\n".join(line.replace("\n", " ") for line in lines)
-    items = parse(fmt, text, conversation_id=conversation_id)
-    for item in items:
-        assert isinstance(item, Item)
-        if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str)
-    begun = False
-    for item in items:
-        if isinstance(item, Begin):
-            begun = True
-        elif not isinstance(item, Problem):
-            assert begun, "every non-problem item follows a Begin"
+    assert_well_formed(parse(fmt, text, conversation_id=conversation_id))
 
 
 @settings(max_examples=40, deadline=None)

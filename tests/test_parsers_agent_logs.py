@@ -19,7 +19,7 @@ from murmur_conversations.importers.records import (
     Parsed,
     Problem,
 )
-from tests.import_helpers import CORPUS, feed, json_values, parse
+from tests.import_helpers import CORPUS, assert_well_formed, feed, json_values, parse
 
 
 def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
@@ -190,15 +190,7 @@ def test_agent_log_parsers_never_raise(
 ) -> None:
     texts = [line.replace("\n", " ") or "x" for line in lines]
     items = feed(fmt, texts, ParseContext(conversation_id=conversation_id))
-    begun = False
-    for item in items:
-        if isinstance(item, Begin):
-            begun = True
-        elif not isinstance(item, Problem):
-            assert begun, "every non-problem item follows a Begin"
-        if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str)
-            assert item.message["id"]
+    assert_well_formed(items)
     kept = [i for i in items if isinstance(i, Kept)]
     problems = [i for i in items if isinstance(i, Problem) and i.line is not None]
     # every line is kept or reported (a line can be both: kept, and its payload refused)

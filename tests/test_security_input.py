@@ -37,7 +37,6 @@ from murmur_conversations.exceptions import (
 )
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.records import (
-    Item,
     ParseContext,
     Parsed,
     Problem,
@@ -48,7 +47,7 @@ from murmur_conversations.models import Conversation, DisplayMessage, Message, T
 from murmur_conversations.representations import display_row, record_row, tool_call_row
 from tests.api_helpers import API, token_client, url
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import JSON, feed
+from tests.import_helpers import JSON, assert_well_formed, feed
 from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 
 DEEP = 10_000
@@ -145,10 +144,9 @@ def test_every_parser_yields_items_and_only_writable_or_refusable_messages(
     """Whatever the lines, a parser returns items of the documented types; each message it yields
     has a string id and is accepted by ``normalize_message`` or refused with ``InvalidContent``."""
     items = feed(fmt, texts, context, torn_end=True)
+    assert_well_formed(items)
     for item in items:
-        assert isinstance(item, Item)
         if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str) and item.message["id"]
             with contextlib.suppress(InvalidContent):
                 normalize_message(item.message, max_content_bytes=8 * 1024 * 1024)
 

@@ -40,6 +40,9 @@ from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
 pytestmark = pytest.mark.django_db
 
 
+#: ``with committed():`` (the fixture), and the signals ``captured`` (name, arguments).
+Committed = Callable[[], AbstractContextManager[list[Callable[[], object]]]]
+Captured = list[tuple[str, dict[str, Any]]]
 NOT_TEXT: Any = 5  # where a service is given the wrong type on purpose
 
 
@@ -50,15 +53,15 @@ def rows_of(conversation: Conversation) -> list[DisplayMessage]:
 @pytest.fixture
 def committed(
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
-) -> Callable[[], AbstractContextManager[list[Callable[[], object]]]]:
+) -> Committed:
     """``with committed():`` runs, at its end, the on_commit callbacks registered inside it."""
     return functools.partial(django_capture_on_commit_callbacks, execute=True)
 
 
 @pytest.fixture
-def captured() -> Iterator[list[tuple[str, dict[str, Any]]]]:
+def captured() -> Iterator[Captured]:
     """Collect (signal name, kwargs) for every signal the app sends."""
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: Captured = []
     receivers = []
     for name in (
         "display_messages_saved",
@@ -146,9 +149,7 @@ def test_start_conversation_rejects_bad_fields(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_start_conversation_sends_saved_with_event_zero(
-    user: User, captured: list[tuple[str, dict[str, Any]]]
-) -> None:
+def test_start_conversation_sends_saved_with_event_zero(user: User, captured: Captured) -> None:
     with transaction.atomic():
         conversation = services.start_conversation(owner=user)
         assert captured == []  # only after commit
@@ -308,8 +309,8 @@ def _call(conversation: Conversation, call_id: str = "c1", name: str = "tool") -
 
 def test_result_completes_call_and_updates_card(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     _call(conversation)
     with committed():
@@ -396,8 +397,8 @@ def test_orphan_and_late_results_never_raise(conversation: Conversation) -> None
 
 def test_call_and_result_in_one_batch(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     with committed():
         rows = services.save_messages(
@@ -431,8 +432,8 @@ def test_call_and_result_in_one_batch(
 
 def test_known_message_id_is_a_noop(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     with committed():
         first = services.save_message(
@@ -473,8 +474,8 @@ def test_batch_deduplicates_within_itself_and_against_store(conversation: Conver
 
 def test_tool_status_lifecycle(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     _call(conversation)
     captured.clear()
@@ -610,8 +611,8 @@ def test_synthetic_message(conversation: Conversation) -> None:
 
 def test_set_status_and_pending_ask(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     ask = {"question": "Proceed?", "tool": "approve", "component": {"id": "c"}, "pauseData": [1]}
     with committed():
@@ -640,8 +641,8 @@ def test_set_status_and_pending_ask(
 
 def test_update_conversation(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     with committed():
         updated = services.update_conversation(conversation=conversation, title="New")
@@ -699,8 +700,8 @@ def test_recover_interrupted(
 
 def test_delete_conversation(
     conversation: Conversation,
-    captured: list[tuple[str, dict[str, Any]]],
-    committed: Callable[[], AbstractContextManager[list[Callable[[], object]]]],
+    captured: Captured,
+    committed: Committed,
 ) -> None:
     _call(conversation)
     services.save_source_records(
@@ -836,9 +837,7 @@ def test_missing_conversation(db: None) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_signals_for_rolled_back_write(
-    conversation: Conversation, captured: list[tuple[str, dict[str, Any]]]
-) -> None:
+def test_no_signals_for_rolled_back_write(conversation: Conversation, captured: Captured) -> None:
     captured.clear()
     with pytest.raises(RuntimeError), transaction.atomic():
         services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
@@ -864,7 +863,7 @@ def test_failing_receiver_is_logged_not_raised(
 
 
 def test_delta_is_sent_at_once_and_stored_nowhere(
-    conversation: Conversation, captured: list[tuple[str, dict[str, Any]]]
+    conversation: Conversation, captured: Captured
 ) -> None:
     captured.clear()
     services.broadcast_delta(conversation=conversation.pk, stream_id="s", text="Hel")
