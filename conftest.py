@@ -3,14 +3,18 @@
 service-dependent skip rules and the user and conversation fixtures.
 
 Tests marked ``postgres``, ``redis`` or ``browser`` skip with a reason unless ``DATABASE_URL``,
-``REDIS_URL`` or ``CHROMIUM_PATH`` is set. With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``)
-a skip of such a test whose variable *is* set fails the run.
+``REDIS_URL`` or ``CHROMIUM_PATH`` is set. Tests marked ``corpus`` (every test that asks for the
+``corpus`` fixture is marked) read the real-log corpus, which is not part of the repository: they
+skip with a reason unless ``MURMUR_CORPUS`` names its folder (default: ``../shared/corpus`` beside
+the checkout, when that exists). With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a skip of
+such a test whose variable *is* set fails the run.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,14 +23,29 @@ from django.db import connection
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
-from tests.helpers import MakeConversation, MakeUser
+from tests.helpers import MakeConversation, MakeUser, corpus_path, corpus_skip_reason
 
-SERVICE_MARKERS = {"postgres": "DATABASE_URL", "redis": "REDIS_URL", "browser": "CHROMIUM_PATH"}
+SERVICE_MARKERS = {
+    "postgres": "DATABASE_URL",
+    "redis": "REDIS_URL",
+    "browser": "CHROMIUM_PATH",
+    "corpus": "MURMUR_CORPUS",
+}
 _bad_skips: list[str] = []
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "corpus" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.corpus)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("corpus") and corpus_path() is None:
+        pytest.skip(corpus_skip_reason())
     for marker, variable in SERVICE_MARKERS.items():
+        if marker == "corpus":
+            continue
         if item.get_closest_marker(marker) and not os.environ.get(variable):
             pytest.skip(f"needs {marker}: set {variable} to run it")
         if (
@@ -80,6 +99,16 @@ def make_conversation(user: User) -> MakeConversation:
         return services.start_conversation(owner=owner, **kwargs)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The real-log corpus folder (see ``corpus_path``); a test asking for it is marked ``corpus``
+    and skips with a reason naming ``MURMUR_CORPUS`` when the corpus is absent."""
+    path = corpus_path()
+    if path is None:
+        pytest.skip(corpus_skip_reason())
+    return path
 
 
 @pytest.fixture

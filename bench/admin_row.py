@@ -1,7 +1,7 @@
 """Admin changelist at two table sizes (docs/benchmarks.md): ours vs a stock ``ModelAdmin``.
 
 Two databases (``<bench>_admin_small`` and ``<bench>_admin_large``, aliases ``admin_small`` and
-``admin_large``) are seeded with set-based SQL (``admin_scale._seed``: conversations of 10 or 11
+``admin_large``) are seeded with set-based SQL (``admin_scale.seed``: conversations of 10 or 11
 record messages, display rows and a tool call each; about 10k and 1.1M record messages in the full
 run), so both sizes run in the same interleaved rounds. A logged-in superuser requests the
 conversation and record changelists of our admin (``admin/``) and of ``bench.stock_admin``
@@ -30,7 +30,7 @@ def _prepare(alias: str, name: str, params: dict[str, Any], conversations: int, 
     from django.db import connections
     from django.test import Client
 
-    from bench.admin_scale import _seed
+    from bench.admin_scale import seed
 
     django_setup.recreate_pg_database({**params, "dbname": name})
     django_setup.use_alias(alias)
@@ -38,7 +38,7 @@ def _prepare(alias: str, name: str, params: dict[str, Any], conversations: int, 
         call_command("migrate", database=alias, verbosity=0, interactive=False)
         user = get_user_model().objects.create_superuser("bench-admin", "bench@example.com", "x")
         with connections[alias].cursor() as cursor:
-            _seed(cursor, conversations, per, user.pk)
+            seed(cursor, conversations, per, user.pk)
         client = Client()
         client.force_login(user)
         return client

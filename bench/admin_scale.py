@@ -47,7 +47,7 @@ def _setup(keep: bool) -> tuple[BaseDatabaseWrapper, str]:
     return connection, name
 
 
-def _seed(cursor: CursorWrapper, conversations: int, per: int, owner_id: int) -> None:
+def seed(cursor: CursorWrapper, conversations: int, per: int, owner_id: int) -> None:
     """Top the tables up to ``conversations`` conversations of ``per`` record messages, half as
     many display rows and one tool call each (every tenth failed)."""
     cursor.execute("SELECT count(*) FROM murmur_conversations_conversation")
@@ -146,7 +146,7 @@ def main() -> int:
         client.force_login(admin_user)
         for label, conversations, per in STAGES:
             with connection.cursor() as cursor:
-                _seed(cursor, max(1, int(conversations * options.scale)), per, admin_user.pk)
+                seed(cursor, max(1, int(conversations * options.scale)), per, admin_user.pk)
             some = Conversation.objects.order_by("-saved_at").first()
             assert some is not None
             base = "admin:murmur_conversations_{}_changelist"

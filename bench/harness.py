@@ -29,6 +29,29 @@ from bench.stats import (
 )
 
 
+@dataclass(frozen=True)
+class Skip:
+    """A row or variant left out, and why (``failed``: it broke while running)."""
+
+    benchmark: str
+    what: str
+    reason: str
+    failed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "what": self.what,
+            "reason": self.reason,
+            "failed": self.failed,
+        }
+
+    def row(self) -> list[str]:
+        """A table row: the benchmark, what was left out, its status and why."""
+        status = "FAILED" if self.failed else "skipped"
+        return [self.benchmark, f"{self.what}: {status} ({self.reason})", "", "", "", "", ""]
+
+
 @dataclass
 class Variant:
     """One contender: ``operation`` does one unit of work (``items`` items, e.g. messages);

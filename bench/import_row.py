@@ -1,10 +1,12 @@
 """Import MB/s on corpus formats replicated to a size (docs/benchmarks.md), and peak memory.
 
-The source is a corpus file (``../shared/corpus`` beside the checkout, or ``BENCH_CORPUS``)
-replicated into a temporary directory as many copies, each with every UUID and tool-call id
-rewritten, so each copy is a new conversation with new message ids; it is never committed. Each
-operation is one ``bench.import_worker`` process (its own peak RSS) reading every copy; rounds run
-the variants interleaved. ``ours @1/10`` imports a tenth of the copies: peak RSS of the whole
+The source is a file of the real-log corpus, which is not part of the repository: its folder is
+``MURMUR_CORPUS`` (the variable the tests read; ``BENCH_CORPUS`` is kept as an older alias), by
+default ``../shared/corpus`` beside the checkout when that exists. Without it the row is skipped
+with a reason naming the variable. The file is replicated into a temporary directory as many
+copies, each with every UUID and tool-call id rewritten, so each copy is a new conversation with
+new message ids; it is never committed. Each operation is one ``bench.import_worker`` process (its
+own peak RSS) reading every copy; rounds run the variants interleaved. ``ours @1/10`` imports a tenth of the copies: peak RSS of the whole
 over the tenth says whether memory stays flat as the input grows.
 """
 
@@ -20,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers
-from bench.harness import Benchmark, BenchmarkResult, RatioSpec, Variant, run_benchmark
-from bench.rows import Skip
+from bench.harness import (
+    Benchmark,
+    BenchmarkResult,
+    RatioSpec,
+    Skip,
+    Variant,
+    run_benchmark,
+)
 from bench.stats import Target, summarize_ratio
 
 FORMATS = {  # format: (corpus file, the largest real session of it; share of the size)
@@ -40,9 +48,11 @@ _CALL = re.compile(rb"\b(toolu|call|msg|fc|rs)_[A-Za-z0-9]+")
 
 
 def corpus_dir() -> Path | None:
-    """The shared corpus: ``BENCH_CORPUS`` or ``../shared/corpus`` from the checkout."""
-    given = os.environ.get("BENCH_CORPUS")
-    path = Path(given) if given else servers.ROOT.parent / "shared" / "corpus"
+    """The real-log corpus folder, or None: ``MURMUR_CORPUS`` (else its alias ``BENCH_CORPUS``; a
+    relative path is taken from the repository root), else ``../shared/corpus`` beside the
+    checkout when that folder exists (the same rule as tests/conftest.py)."""
+    given = os.environ.get("MURMUR_CORPUS") or os.environ.get("BENCH_CORPUS")
+    path = servers.ROOT / given if given else servers.ROOT.parent / "shared" / "corpus"
     return path if path.is_dir() else None
 
 
@@ -98,7 +108,7 @@ def import_rate(
     corpus = corpus_dir()
     name = "import: MB/s"
     if corpus is None:
-        return None, [Skip(name, "whole row", "no corpus (set BENCH_CORPUS)")]
+        return None, [Skip(name, "whole row", "no real-log corpus (set MURMUR_CORPUS)")]
     try:
         import orjson  # noqa: F401
     except ImportError:

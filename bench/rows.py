@@ -15,32 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.harness import BenchmarkResult
+from bench.harness import BenchmarkResult, Skip
 
 ROWS = ("http", "ws", "import", "admin")
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A row or variant left out, and why (``failed``: it broke while running)."""
-
-    benchmark: str
-    what: str
-    reason: str
-    failed: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "what": self.what,
-            "reason": self.reason,
-            "failed": self.failed,
-        }
-
-    def row(self) -> list[str]:
-        """A table row: the benchmark, what was left out, its status and why."""
-        status = "FAILED" if self.failed else "skipped"
-        return [self.benchmark, f"{self.what}: {status} ({self.reason})", "", "", "", "", ""]
 
 
 @dataclass(frozen=True)

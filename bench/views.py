@@ -1,4 +1,4 @@
-"""The HTTP comparison views (docs/benchmarks.md, "HTTP page requests/s"), served only by the bench servers.
+"""The HTTP comparison views (docs/benchmarks.md, "What the variants and floors are"), served only by the bench servers.
 
 Each answers the same question as ours (``GET api/conversations/<id>/display-messages/``): the
 newest-first page of 50 display rows of a conversation the token's user owns, as JSON. They differ

@@ -24,8 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import servers
-from bench.harness import Benchmark, BenchmarkResult, RatioSpec, Variant, run_benchmark
-from bench.rows import Skip
+from bench.harness import (
+    Benchmark,
+    BenchmarkResult,
+    RatioSpec,
+    Skip,
+    Variant,
+    run_benchmark,
+)
 from bench.stats import Target, summarize_ratio
 
 RECEIVE_TIMEOUT = 5.0

@@ -18,7 +18,7 @@ class MurmurConversationsConfig(AppConfig):
     def ready(self) -> None:
         from murmur_conversations import checks  # noqa: F401  (registers the checks)
 
-        # Without Channels the app works, minus live updates (docs/architecture.md).
+        # Without Channels the app works, minus live updates (docs/websocket.md).
         if importlib.util.find_spec("channels") is not None:
             from murmur_conversations.realtime import receivers
 

@@ -1,7 +1,9 @@
 """System checks for murmur_conversations (ids ``murmur_conversations.E0xx`` / ``W0xx``).
 
 A misconfiguration fails ``manage.py check`` instead of the first request. The README's settings
-table maps every ``MURMUR_CONVERSATIONS`` key to its check id.
+table maps every ``MURMUR_CONVERSATIONS`` key to its check id. Every check reads settings only and
+none is tagged ``database``: Django runs ``database`` checks against the databases named with
+``check --database`` (none by default before Django 6.0), and a plain ``check`` must run these.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from django.utils.module_loading import import_string
 
 from murmur_conversations.conf import DEFAULTS, MAX_PAGE_SIZE_CEILING, SETTING_NAME
 
-PREFIX = "murmur_conversations"
 # Channels accepts group names of ASCII letters, digits, hyphens, underscores and periods.
 _GROUP_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
 
@@ -27,12 +28,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _error(number: int, msg: str, hint: str) -> Error:
-    return Error(msg, hint=hint, id=f"{PREFIX}.E{number:03d}")
+def _error(check_id: str, msg: str, hint: str) -> Error:
+    return Error(msg, hint=hint, id=check_id)
 
 
-def _warning(number: int, msg: str, hint: str) -> Warning:
-    return Warning(msg, hint=hint, id=f"{PREFIX}.W{number:03d}")
+def _warning(check_id: str, msg: str, hint: str) -> Warning:
+    return Warning(msg, hint=hint, id=check_id)
 
 
 @register(Tags.compatibility)
@@ -44,7 +45,7 @@ def check_settings(
     if not isinstance(conf, dict):
         return [
             _error(
-                1,
+                "murmur_conversations.E001",
                 f"{SETTING_NAME} must be a dict, not {type(conf).__name__}.",
                 f"Set {SETTING_NAME} = {{...}} with the keys listed in the README.",
             )
@@ -53,7 +54,7 @@ def check_settings(
     for key in sorted(set(conf) - set(DEFAULTS)):
         messages.append(
             _warning(
-                1,
+                "murmur_conversations.W001",
                 f"{SETTING_NAME} has an unknown key {key!r}; it is ignored.",
                 f"Known keys: {', '.join(DEFAULTS)}.",
             )
@@ -64,7 +65,7 @@ def check_settings(
     if not _is_int(max_page_size) or not 1 <= max_page_size <= MAX_PAGE_SIZE_CEILING:
         messages.append(
             _error(
-                3,
+                "murmur_conversations.E003",
                 f"MAX_PAGE_SIZE must be an integer from 1 to "
                 f"{MAX_PAGE_SIZE_CEILING}, not {max_page_size!r}.",
                 "It may be lowered from 100, never raised.",
@@ -74,7 +75,7 @@ def check_settings(
     if not _is_int(page_size) or not 1 <= page_size <= max_page_size:
         messages.append(
             _error(
-                2,
+                "murmur_conversations.E002",
                 f"PAGE_SIZE must be an integer from 1 to MAX_PAGE_SIZE "
                 f"({max_page_size}), not {page_size!r}.",
                 "The default is 50.",
@@ -82,11 +83,14 @@ def check_settings(
         )
     messages.extend(_check_hooks(value["HOOKS"]))
     messages.extend(_check_scope(value["SCOPE"]))
-    for number, key in ((6, "MAX_CONTENT_BYTES"), (7, "MAX_METADATA_BYTES")):
+    for check_id, key in (
+        ("murmur_conversations.E006", "MAX_CONTENT_BYTES"),
+        ("murmur_conversations.E007", "MAX_METADATA_BYTES"),
+    ):
         if not _is_int(value[key]) or value[key] < 1:
             messages.append(
                 _error(
-                    number,
+                    check_id,
                     f"{key} must be a positive integer (bytes), not {value[key]!r}.",
                     f"The default is {DEFAULTS[key]}.",
                 )
@@ -95,7 +99,7 @@ def check_settings(
     if not isinstance(prefix, str) or not _GROUP_PREFIX_RE.match(prefix):
         messages.append(
             _error(
-                8,
+                "murmur_conversations.E008",
                 f"GROUP_PREFIX must be 1-40 ASCII letters, digits, '-', '_' or "
                 f"'.', not {prefix!r}.",
                 "Channels group names allow only those characters.",
@@ -105,7 +109,7 @@ def check_settings(
     if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
         messages.append(
             _error(
-                9,
+                "murmur_conversations.E009",
                 f"DB_TAIL_INTERVAL must be a positive number of seconds, not {interval!r}.",
                 "The default is 0.25.",
             )
@@ -118,7 +122,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
     if not isinstance(hooks, dict):
         return [
             _error(
-                4,
+                "murmur_conversations.E004",
                 f"HOOKS must be a dict of hook name to declaration, not {type(hooks).__name__}.",
                 'Example: {"recall": {"capabilities": {"conversation": {"read": True}}}}.',
             )
@@ -129,7 +133,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
         if not isinstance(name, str) or not name or not isinstance(declaration, dict):
             messages.append(
                 _error(
-                    4,
+                    "murmur_conversations.E004",
                     f"{where} must map a non-empty name to a dict.",
                     'Example: {"capabilities": {"conversation": {"read": True}}}.',
                 )
@@ -138,7 +142,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
         for key in sorted(set(declaration) - {"capabilities"}, key=str):
             messages.append(
                 _warning(
-                    3,
+                    "murmur_conversations.W003",
                     f"{where} has an unknown key {key!r}; it is ignored.",
                     "Grants belong under 'capabilities'.",
                 )
@@ -147,7 +151,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
         if not isinstance(capabilities, dict):
             messages.append(
                 _error(
-                    4,
+                    "murmur_conversations.E004",
                     f"{where}['capabilities'] must be a dict.",
                     'Example: {"conversation": {"read": True}}.',
                 )
@@ -156,7 +160,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
         for key in sorted(set(capabilities) - {"conversation"}, key=str):
             messages.append(
                 _warning(
-                    3,
+                    "murmur_conversations.W003",
                     f"{where}['capabilities'] has an unknown key {key!r}; "
                     "it is ignored (not granted).",
                     "The only capability is 'conversation'.",
@@ -168,7 +172,7 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
         ):
             messages.append(
                 _error(
-                    4,
+                    "murmur_conversations.E004",
                     f"{where}['capabilities']['conversation'] must have a boolean 'read'.",
                     'Write {"read": True} to grant, {"read": False} to deny.',
                 )
@@ -186,7 +190,7 @@ def _check_scope(path: Any) -> list[CheckMessage]:
             pass
     return [
         _error(
-            5,
+            "murmur_conversations.E005",
             f"SCOPE must be the dotted path of a function (user -> QuerySet of "
             f"Conversation), not {path!r}.",
             f"The default is {DEFAULTS['SCOPE']!r}.",
@@ -194,23 +198,29 @@ def _check_scope(path: Any) -> list[CheckMessage]:
     ]
 
 
-@register(Tags.compatibility, Tags.database)
+@register(Tags.compatibility)
+def check_use_tz(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """USE_TZ must be on (E010)."""
+    if settings.USE_TZ:
+        return []
+    return [
+        _error(
+            "murmur_conversations.E010",
+            "USE_TZ is off; murmur_conversations orders and reports times "
+            "in UTC and needs aware datetimes.",
+            "Set USE_TZ = True.",
+        )
+    ]
+
+
+@register(Tags.compatibility)
 def check_database(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """USE_TZ must be on (E010); SQLite should use immediate transactions (W002)."""
-    messages: list[CheckMessage] = []
-    if not settings.USE_TZ:
-        messages.append(
-            _error(
-                10,
-                "USE_TZ is off; murmur_conversations orders and reports times "
-                "in UTC and needs aware datetimes.",
-                "Set USE_TZ = True.",
-            )
-        )
-    messages.extend(sqlite_warnings({alias: connections.settings[alias] for alias in connections}))
-    return messages
+    """SQLite should use immediate transactions (W002), read from ``DATABASES`` (no connection)."""
+    return sqlite_warnings({alias: connections.settings[alias] for alias in connections})
 
 
 def sqlite_warnings(databases: dict[str, dict[str, Any]]) -> list[CheckMessage]:
@@ -223,7 +233,7 @@ def sqlite_warnings(databases: dict[str, dict[str, Any]]) -> list[CheckMessage]:
         if mode not in {"IMMEDIATE", "EXCLUSIVE"}:
             messages.append(
                 _warning(
-                    2,
+                    "murmur_conversations.W002",
                     f"SQLite database {alias!r} does not use immediate transactions; concurrent "
                     "writers may fail with 'database is locked'.",
                     f"Set DATABASES[{alias!r}]['OPTIONS'] = {{'transaction_mode': 'IMMEDIATE', "

@@ -5,6 +5,19 @@ Declarations only. Every service raises one of these and never a raw database er
 
 from __future__ import annotations
 
+__all__ = [
+    "ConversationNotFound",
+    "ConversationsError",
+    "InvalidContent",
+    "InvalidPendingAsk",
+    "InvalidStatus",
+    "InvalidToolTransition",
+    "NoPendingAsk",
+    "OwnershipConflict",
+    "ToolCallNotFound",
+    "WriteConflict",
+]
+
 
 class ConversationsError(Exception):
     """Base class of every error this app raises on purpose."""
@@ -29,6 +42,11 @@ class InvalidContent(ConversationsError, ValueError):
 class InvalidPendingAsk(ConversationsError, ValueError):
     """A pending ask that is not agentfootprint's PendingAsk shape, or is given with a status that
     cannot carry one (only ``paused`` and ``interrupted`` can)."""
+
+
+class NoPendingAsk(ConversationsError):
+    """There is no pending ask to answer: none is set (it was answered, cancelled or never asked),
+    or it was set or changed after the event_seq the answer was written against."""
 
 
 class InvalidStatus(ConversationsError, ValueError):

@@ -9,20 +9,16 @@ as murmur and exporting again gives the same bytes. Reads go in chunks, so memor
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+from murmur_conversations import jsonenc
 from murmur_conversations.models import Conversation, Message, SourceRecord
 
 CHUNK: Final = 500
 MURMUR: Final = "murmur"
 #: Message keys the OpenAI Chat Completions API knows besides role, content and tool_call_id.
 OPENAI_KEYS: Final = ("name", "tool_calls", "refusal", "audio", "function_call")
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _messages(conversation: Conversation) -> Iterator[list[Message]]:
@@ -72,7 +68,7 @@ def export_murmur(conversation: Conversation) -> Iterator[str]:
                 ).values_list("source_key", "raw")
             )
         for message in chunk:
-            yield raw.get(message.message_id) or _compact(murmur_message(message))
+            yield raw.get(message.message_id) or jsonenc.dumps(murmur_message(message))
             yield "\n"
 
 
@@ -89,7 +85,7 @@ def _openai_calls(content: Any) -> list[dict[str, Any]]:
                         "name": block.get("name"),
                         "arguments": arguments
                         if isinstance(arguments, str)
-                        else _compact(arguments),
+                        else jsonenc.dumps(arguments),
                     },
                 }
             )
@@ -131,7 +127,7 @@ def export_openai(conversation: Conversation) -> Iterator[str]:
             if not first:
                 yield ","
             first = False
-            yield _compact(openai_message(message))
+            yield jsonenc.dumps(openai_message(message))
     yield "]\n"
 
 

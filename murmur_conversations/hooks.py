@@ -10,7 +10,6 @@ accepts with ``Authorization: MurmurHook <token>``.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -19,9 +18,23 @@ from typing import Any, Final
 from django.core import signing
 from django.db import DatabaseError
 
+from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.models import Conversation, Message
+
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_TOKEN_AGE",
+    "HookReadError",
+    "HookToken",
+    "MessagePage",
+    "hook_message",
+    "is_granted",
+    "issue_token",
+    "read_messages",
+    "verify_token",
+]
 
 CURSOR_RE: Final = re.compile(r"^mc_[0-9]+$")
 MAX_LIMIT: Final = 100
@@ -68,10 +81,6 @@ def is_granted(hook: Any) -> bool:
     return isinstance(block, dict) and block.get("read") is True
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def hook_message(message: Message) -> dict[str, Any]:
     """``{id, role, content, source_id}`` of one record message as murmur hands it to a hook.
 
@@ -89,7 +98,7 @@ def hook_message(message: Message) -> dict[str, Any]:
     return {
         "id": message.message_id,
         "role": message.role,
-        "content": _dump(content),
+        "content": jsonenc.dumps(content),
         "source_id": message.source_id or None,
     }
 

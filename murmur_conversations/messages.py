@@ -7,10 +7,10 @@ write starts, and ``display_parts`` lists the display rows it shows as (sagents
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.ids import new_message_id
 from murmur_conversations.models import ContentType, MessageType
@@ -85,8 +85,10 @@ def _flag(message: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _no_null(arguments: Any) -> Any:
+    """A call's arguments as stored: JSON ``null`` (an ``input`` or parsed ``arguments`` of null)
+    means no arguments, ``{}``; the record keeps the message as given."""
+    return {} if arguments is None else arguments
 
 
 def _parse_arguments(arguments: Any) -> Any:
@@ -95,16 +97,10 @@ def _parse_arguments(arguments: Any) -> Any:
     bad-text rule like the rest of the message."""
     if isinstance(arguments, str):
         try:
-            return clean_json(json.loads(arguments, parse_constant=_refuse_constant))
+            return clean_json(jsonenc.loads(arguments))
         except (ValueError, RecursionError):  # InvalidContent is a ValueError
             return arguments
     return arguments
-
-
-def _no_null(arguments: Any) -> Any:
-    """Arguments that are JSON null (given so, or as the text ``null``) are no arguments, as when
-    the key is missing: ``{}``. The column holds a JSON value, never SQL NULL."""
-    return {} if arguments is None else arguments
 
 
 def _call_id(value: Any, what: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The data model (docs/architecture.md): Conversation, Message (the record), DisplayMessage, ToolCall,
+"""The data model (docs/write-path.md): Conversation, Message (the record), DisplayMessage, ToolCall,
 SourceRecord.
 
 Rows are written only by ``services``. The invariants that the services rely on are named database
@@ -81,7 +81,7 @@ class MessageType(models.TextChoices):
 
 
 class ContentType(models.TextChoices):
-    """The shape of a display row's ``content`` (required keys in docs/architecture.md)."""
+    """The shape of a display row's ``content`` (required keys: ``validation.check_display_content``)."""
 
     TEXT = "text", "Text"
     """``{"text"}``."""
@@ -141,6 +141,9 @@ class Conversation(models.Model):
         max_length=16, choices=ConversationStatus.choices, default=ConversationStatus.IDLE
     )
     pending_ask = models.JSONField(null=True, blank=True, default=None)
+    #: The event_seq of the last write that set, changed or cleared ``pending_ask`` (0: none yet);
+    #: an answer written against an earlier event_seq is stale (docs/write-path.md).
+    pending_ask_event_seq = models.PositiveBigIntegerField(default=0)
     source = models.CharField(max_length=64, blank=True, default="")
     external_id = models.CharField(max_length=255, blank=True, default="")
     record_length = models.PositiveBigIntegerField(default=0)

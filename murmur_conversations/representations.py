@@ -1,4 +1,4 @@
-"""The JSON shapes of rows (docs/api.md "Rows" and "Summary row"), built in one place.
+"""The JSON shapes of rows (docs/api.md, "Rows"), built in one place.
 
 REST serializers, websocket events, the session wire and exports all use these functions, so a
 row looks the same everywhere. Values are JSON-ready (ids as strings, times as ISO 8601 in UTC).

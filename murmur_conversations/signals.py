@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
+__all__ = [
+    "conversation_deleted",
+    "conversation_saved",
+    "conversation_updated",
+    "delta",
+    "display_message_updated",
+    "display_messages_saved",
+    "pending_answered",
+    "status_changed",
+    "tool_call_updated",
+]
+
 # Arguments: conversation (Conversation), rows (list[DisplayMessage], by seq), event_seq (int)
 display_messages_saved = Signal()
 
@@ -33,3 +45,9 @@ conversation_deleted = Signal()
 
 # Arguments: conversation (Conversation), stream_id (str), text (str); ephemeral, never stored
 delta = Signal()
+
+# Arguments: conversation (Conversation), ask (dict, the pending ask that was answered), answer
+# (str, as saved), rows (list[DisplayMessage], the display rows of the saved user message),
+# event_seq (int). Sent by answer_pending_ask after the call's other signals; a host's agent
+# runtime listens to it to resume the paused run.
+pending_answered = Signal()

@@ -7,10 +7,10 @@ character; the rest of the text is kept. Sizes are UTF-8 bytes of compact JSON.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import ContentType
 
@@ -61,14 +61,13 @@ def clean_json(value: Any, *, _depth: int = 0) -> Any:
 
 
 def json_size(value: Any) -> int:
-    """UTF-8 bytes of the compact JSON of ``value`` (the unit of every size limit);
-    ``InvalidContent`` when it cannot be written as JSON (nesting too deep, an integer of more
-    digits than Python converts to text)."""
+    """UTF-8 bytes of the compact JSON of ``value`` (:func:`jsonenc.size`, the unit of every size
+    limit); ``InvalidContent`` when it cannot be written as JSON (a non-finite number, nesting too
+    deep, an integer of more digits than Python converts to text)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return jsonenc.size(value)
     except (ValueError, TypeError, RecursionError) as error:
         raise InvalidContent(f"the value cannot be written as JSON: {error}") from None
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_size(value: Any, *, limit: int, what: str) -> None:
@@ -120,7 +119,7 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
 
 def check_display_content(content_type: str, content: Any) -> None:
     """Raise ``InvalidContent("invalid structure for content_type <ct>")`` unless ``content`` has the
-    keys docs/architecture.md requires for ``content_type`` (extra keys allowed)."""
+    keys ``_REQUIRED`` above lists for ``content_type`` (extra keys allowed)."""
     alternatives = _REQUIRED.get(content_type)
     if alternatives is None:
         raise InvalidContent(

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import django
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-murmur-demo-only-change-me")
@@ -46,6 +48,29 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy of every page, the demo's and the admin's (docs/demo.md, "Content
+# Security Policy"): scripts, styles, fonts and connections (websockets included) from this origin
+# only; images also inline (data:) and from https: sites, because the page creates the <img> of a
+# remote image only when the reader clicks it (a header cannot change per click).
+CSP_DIRECTIVES: dict[str, list[str]] = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:", "https:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
+if django.VERSION >= (6, 0):
+    MIDDLEWARE.append("django.middleware.csp.ContentSecurityPolicyMiddleware")
+    SECURE_CSP = CSP_DIRECTIVES
+else:  # Django 5.2: the maintained django-csp (the demo extra installs it)
+    MIDDLEWARE.append("csp.middleware.CSPMiddleware")
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": CSP_DIRECTIVES}
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
@@ -10,6 +12,7 @@ from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation
 from tests.helpers import Response
+from tests.import_helpers import JSON
 
 #: Query parameters of a request.
 Params = dict[str, str | int]
@@ -52,6 +55,16 @@ def malformed_variants(conversation: Conversation) -> list[str]:
     """Malformed spellings, including non-canonical spellings of a real (own) id."""
     text = str(conversation.pk)
     return [*MALFORMED_IDS, text.upper(), text.replace("-", ""), text + "x", "%20" + text]
+
+
+def post_body(
+    client: APIClient, path: str, body: JSON, content_type: str = "application/json", **extra: Any
+) -> Response:
+    """POST ``body`` to ``path``: a str or bytes as it is (malformed bodies are the point of some
+    tests), anything else as JSON."""
+    raw = body if isinstance(body, str | bytes) else json.dumps(body)
+    # DRF's stub says str; the test client sends bytes as they are.
+    return client.generic("POST", path, raw, content_type=content_type, **extra)  # type: ignore[arg-type]
 
 
 def shape(response: Response) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
@@ -9,6 +11,27 @@ from django.http.response import ResponseHeaders
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.projection import transcript_entry
+
+
+def corpus_path() -> Path | None:
+    """The folder of the real-log corpus, or None when there is none.
+
+    ``MURMUR_CORPUS`` when set (a relative path is taken from the repository root), else
+    ``../shared/corpus`` beside the checkout when that folder exists. The corpus is read in place
+    and never copied into the repository; a bare clone has none, so its tests skip.
+    """
+    root = Path(__file__).resolve().parent.parent
+    given = os.environ.get("MURMUR_CORPUS")
+    path = root / given if given else root.parent / "shared" / "corpus"
+    return path if path.is_dir() else None
+
+
+def corpus_skip_reason() -> str:
+    """Why a ``corpus`` test skips: the variable to set, or the folder it names that is missing."""
+    given = os.environ.get("MURMUR_CORPUS")
+    if given:
+        return f"needs corpus: MURMUR_CORPUS={given} is not a folder"
+    return "needs corpus: set MURMUR_CORPUS to the real-log corpus folder to run it"
 
 
 def assert_counters_match_rows(conversation: Conversation) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from hypothesis import strategies as st
@@ -25,12 +25,7 @@ from murmur_conversations.importers.records import (
     Problem,
     SourceLine,
 )
-
-#: The shared corpus of real agent logs, never copied into the checkout: ``MURMUR_CORPUS``, else
-#: ``../shared/corpus`` next to the checkout.
-CORPUS = Path(
-    os.environ.get("MURMUR_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+from murmur_conversations.models import Conversation
 
 JSON = Any  # a value ``json.loads`` returns
 
@@ -59,6 +54,24 @@ def run(
     return 0, out.getvalue(), err.getvalue()
 
 
+def export(conversation: Conversation, *args: str) -> str:
+    """What ``export_conversation`` writes for ``conversation`` with ``args``."""
+    out = io.StringIO()
+    call_command("export_conversation", str(conversation.pk), *args, stdout=out)
+    return out.getvalue()
+
+
+def reimport(user: User, text: str, fmt: str) -> Conversation:
+    """Import ``text`` from stdin as ``fmt`` for ``user``; the conversation it created."""
+    before = set(Conversation.objects.values_list("pk", flat=True))
+    code, _, err = run(
+        "-", "--owner", user.username, "--format", fmt, stdin=io.BytesIO(text.encode("utf-8"))
+    )
+    assert (code, err) == (0, "")
+    [created] = Conversation.objects.exclude(pk__in=before)
+    return created
+
+
 def write_json(path: Path, value: JSON) -> Path:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False), "utf-8")
     return path
@@ -69,9 +82,10 @@ def write_lines(path: Path, *lines: str, end: str = "\n") -> Path:
     return path
 
 
-def cassette_conversation(name: str) -> list[dict[str, JSON]]:
-    """The last request's messages plus its response, as a user of the cassette would take them."""
-    data = yaml.safe_load((CORPUS / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
+def cassette_conversation(corpus: Path, name: str) -> list[dict[str, JSON]]:
+    """The last request's messages plus its response, as a user of the cassette would take them
+    (``corpus``: the real-log corpus folder, the ``corpus`` fixture)."""
+    data = yaml.safe_load((corpus / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
     last = data["interactions"][-1]
     messages: list[dict[str, JSON]] = last["request"]["parsed_body"]["messages"]
     body = last["response"]["parsed_body"]

@@ -384,7 +384,7 @@ def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conv
     assert client.get(url(own.pk, "tool-calls/?status=failed")).json()["total"] == 0
 
 
-@pytest.mark.parametrize("value", ["", "bogus", "COMPLETED", "completed ", "pending,failed"])
+@pytest.mark.parametrize("value", [" ", "bogus", "COMPLETED", "completed ", "pending,failed"])
 def test_unknown_tool_status_filter_is_invalid_filter(
     client: APIClient, own: Conversation, value: str
 ) -> None:

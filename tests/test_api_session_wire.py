@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
 from murmur_conversations.representations import unix_ms
-from tests.api_helpers import API, malformed_variants, missing_id, token_client
+from tests.api_helpers import API, malformed_variants, missing_id, post_body, token_client
 from tests.helpers import MakeConversation, MakeUser, Response
 from tests.import_helpers import JSON
 
@@ -28,9 +28,7 @@ SESSION_FIRST = {
 
 
 def post(client: APIClient, body: JSON, content_type: str = "application/json") -> Response:
-    raw = body if isinstance(body, str | bytes) else json.dumps(body)
-    # DRF's stub says str; the test client sends bytes as they are (the point of some tests).
-    return client.generic("POST", WIRE, raw, content_type=content_type)  # type: ignore[arg-type]
+    return post_body(client, WIRE, body, content_type)
 
 
 def failure(response: Response, status: int, code: str) -> dict[str, JSON]:

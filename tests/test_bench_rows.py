@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import Benchmark, Variant, run_benchmark
+from bench import import_row
+from bench.harness import Benchmark, Skip, Variant, run_benchmark
 from bench.http_row import parse_wrk, wrk_missing
 from bench.import_row import replicate, rewrite_ids
-from bench.rows import Skip
 
 WRK_OUTPUT = """Running 1s test @ http://127.0.0.1:8000/x
   1 threads and 8 connections
@@ -59,6 +59,24 @@ def test_replicate_reaches_the_size(tmp_path: Path) -> None:
     files = replicate(source, tmp_path / "out", 0.02)
     assert sum((tmp_path / "out" / f).stat().st_size for f in files) >= 20_000
     assert len({(tmp_path / "out" / f).read_bytes() for f in files}) == len(files)
+
+
+def test_the_import_row_reads_murmur_corpus_and_skips_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("BENCH_CORPUS", raising=False)
+    monkeypatch.setenv("MURMUR_CORPUS", str(tmp_path))
+    assert import_row.corpus_dir() == tmp_path
+    monkeypatch.delenv("MURMUR_CORPUS")
+    monkeypatch.setenv("BENCH_CORPUS", str(tmp_path))  # the older name still works
+    assert import_row.corpus_dir() == tmp_path
+    monkeypatch.setenv("MURMUR_CORPUS", str(tmp_path / "missing"))  # the new name wins
+    assert import_row.corpus_dir() is None
+    result, skips = import_row.import_rate({}, str(tmp_path), megabytes=1, rounds=1)
+    assert result is None
+    assert [(s.what, s.reason) for s in skips] == [
+        ("whole row", "no real-log corpus (set MURMUR_CORPUS)")
+    ]
 
 
 def test_measuring_variants_record_their_own_value() -> None:

@@ -121,7 +121,29 @@ def test_setting_checks(settings: Settings, conf: object, expected: list[str]) -
 
 def test_use_tz_off_is_an_error(settings: Settings) -> None:
     settings.USE_TZ = False
-    assert "murmur_conversations.E010" in ids(checks.check_database())
+    assert ids(checks.check_use_tz()) == ["murmur_conversations.E010"]
+
+
+def test_plain_check_refuses_use_tz_off(settings: Settings, db: None) -> None:
+    """A plain ``manage.py check`` (no ``--database``) runs the USE_TZ check."""
+    settings.USE_TZ = False
+    with pytest.raises(SystemCheckError, match=r"murmur_conversations\.E010"):
+        call_command("check")
+
+
+def test_every_check_is_registered_and_every_id_is_documented() -> None:
+    from django.core.checks import registry
+
+    ours = {value for name, value in vars(checks).items() if name.startswith("check_")}
+    assert ours == {checks.check_settings, checks.check_use_tz, checks.check_database}
+    assert ours <= set(registry.registry.get_checks(include_deployment_checks=True))
+    # Settings checks only: a 'database' check may skip itself when no --database is named.
+    assert all("database" not in check.tags for check in ours)
+    source = Path(checks.__file__).read_text("utf-8")
+    used = set(re.findall(r'"murmur_conversations\.([EW]\d{3})"', source))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    assert used == {f"E{n:03d}" for n in range(1, 11)} | {"W001", "W002", "W003"}
+    assert {check_id for check_id in used if check_id not in readme} == set()
 
 
 def test_sqlite_without_immediate_transactions_warns() -> None:

@@ -4,6 +4,7 @@ replay with ``since``, live events in order, gap filling, rollback, frame caps, 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.db import transaction
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
+from murmur_conversations.realtime.frames import MAX_VALUE_BYTES
 from tests.helpers import MakeConversation, MakeUser
 from tests.import_helpers import JSON
 from tests.realtime_helpers import (
@@ -405,7 +407,7 @@ async def test_events_of_other_conversations_are_not_sent(
 
 
 async def test_a_lost_event_is_filled_from_the_database(
-    user: User, conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+    user: User, conversation: Conversation
 ) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -419,9 +421,12 @@ async def test_a_lost_event_is_filled_from_the_database(
                 return False
             return real.publish(group, message)
 
-    monkeypatch.setattr(broadcast, "_broadcaster", Lossy())
-    await say(conversation, "lost in transit")  # event 1, never published
-    await set_status(conversation=conversation, status="running")  # event 2
+    broadcast.set_broadcaster(Lossy())
+    try:
+        await say(conversation, "lost in transit")  # event 1, never published
+        await set_status(conversation=conversation, status="running")  # event 2
+    finally:
+        broadcast.set_broadcaster(real)
     frames = [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(2)]
     assert lost
     assert [(f["type"], f["event_seq"]) for f in frames] == [
@@ -489,6 +494,38 @@ async def test_large_values_are_capped(user: User, conversation: Conversation) -
     await say(conversation, "x" * 65_526)
     cut = await communicator.receive_json_from(timeout=TIMEOUT)
     assert (cut["message"]["content"], cut["truncated"]) == (None, True)
+    await communicator.disconnect()
+
+
+async def test_non_ascii_text_at_the_cap_is_sent_as_measured(
+    user: User, conversation: Conversation
+) -> None:
+    """The cap is measured on the bytes that are sent: CJK text (3 UTF-8 bytes a character) at
+    exactly 65,536 bytes goes out as itself, not as 6-byte ``\\u`` escapes twice the cap."""
+    cap = MAX_VALUE_BYTES
+    await call_bash(conversation)
+    communicator = await connect(path_of(conversation), user)
+    await communicator.receive_json_from(timeout=TIMEOUT)
+
+    text = "中" * ((cap - 11) // 3) + "x" * ((cap - 11) % 3)  # {"text": ...} is 11 bytes more
+    await say(conversation, text)
+    raw = await communicator.receive_from(timeout=TIMEOUT)
+    content = '{"text":"' + text + '"}'
+    assert len(content.encode("utf-8")) == cap
+    assert content in raw and "truncated" not in raw
+    assert len(raw.encode("utf-8")) < cap + 1024  # the envelope and row fields around it
+    await say(conversation, text + "x")
+    assert json.loads(await communicator.receive_from(timeout=TIMEOUT))["truncated"] is True
+
+    result = "語" * ((cap - 2) // 3) + "x" * ((cap - 2) % 3)  # a JSON string: 2 quotes more
+    await db_async(services.update_tool_status)(
+        conversation=conversation, status="completed", tool_info={"call_id": "c1", "result": result}
+    )
+    for frame_type in ("display_message_updated", "tool_execution_update"):
+        raw = await communicator.receive_from(timeout=TIMEOUT)
+        assert json.loads(raw)["type"] == frame_type
+        assert f'"result":"{result}"' in raw and "truncated" not in raw
+        assert len(raw.encode("utf-8")) < cap + 1024
     await communicator.disconnect()
 
 

@@ -216,16 +216,15 @@ async def test_user_stream_ignores_client_frames_and_closes_on_binary(user: User
 
 
 @pytest.fixture
-def other_process(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[broadcast.Broadcaster]:
+def other_process(settings: Settings) -> Iterator[broadcast.Broadcaster]:
     """The process-local layer with a fast tail, and a broadcaster that publishes nothing: every
     write looks as if another process made it, so only the database tail can deliver it."""
     settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
     settings.MURMUR_CONVERSATIONS = {"DB_TAIL_INTERVAL": 0.05}
     silent = broadcast.Broadcaster(layer=lambda: None)
-    monkeypatch.setattr(broadcast, "_broadcaster", silent)
+    previous = broadcast.set_broadcaster(silent)
     yield silent
+    broadcast.set_broadcaster(previous)
     silent.stop(TIMEOUT)
 
 

@@ -1,9 +1,10 @@
-"""Real input (docs/demo.md): every ``*.jsonl`` agent log of the shared corpus goes through
+"""Real input (docs/demo.md): every ``*.jsonl`` agent log of the real-log corpus goes through
 ``import_conversations`` as a user would type it, and each imported conversation reads back
 through the REST API (display rows and the transcript), page by page.
 
-The corpus lives next to the checkout (``../shared/corpus``) and is never copied into it. Formats
-this version cannot read yet must be refused cleanly: exit 2 with "cannot read yet".
+The corpus is not part of the repository and is never copied into it: ``MURMUR_CORPUS`` names its
+folder (tests/conftest.py), and without it these tests skip with a reason. Formats this version
+cannot read yet must be refused cleanly: exit 2 with "cannot read yet".
 """
 
 from __future__ import annotations
@@ -16,12 +17,19 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
-from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import CORPUS, run
+from tests.helpers import assert_counters_match_rows, corpus_path
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
-LOGS = sorted(CORPUS.glob("*/*.jsonl")) if CORPUS.is_dir() else []
+_CORPUS = corpus_path()
+#: The corpus logs as paths relative to the corpus folder; without a corpus, one placeholder that
+#: the ``corpus`` fixture skips with its reason (an empty parameter set would skip without one).
+LOGS = (
+    [p.relative_to(_CORPUS).as_posix() for p in sorted(_CORPUS.glob("*/*.jsonl"))]
+    if _CORPUS is not None
+    else ["no-corpus"]
+)
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")
 
@@ -67,14 +75,13 @@ def check_read_back(client: APIClient, conversation: Conversation) -> None:
     assert_counters_match_rows(conversation)
 
 
-def test_the_corpus_is_there() -> None:
-    if not CORPUS.is_dir():
-        pytest.skip(f"needs the shared corpus next to the checkout ({CORPUS.name} not found)")
-    assert LOGS, "the corpus has no *.jsonl file"
+def test_the_corpus_is_there(corpus: Path) -> None:
+    assert sorted(corpus.glob("*/*.jsonl")), "the corpus has no *.jsonl file"
 
 
-@pytest.mark.parametrize("path", LOGS, ids=[f"{p.parent.name}/{p.name}" for p in LOGS])
-def test_import_and_read_back(path: Path, user: User) -> None:
+@pytest.mark.parametrize("name", LOGS)
+def test_import_and_read_back(corpus: Path, name: str, user: User) -> None:
+    path = corpus / name
     code, out, err = run(path, "--owner", user.username)
     if code != 0:
         assert path.parent.name not in MUST_IMPORT, err

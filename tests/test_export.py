@@ -15,26 +15,17 @@ from django.core.management.base import CommandError
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, Message
-from tests.import_helpers import cassette_conversation, murmur_lines, run, write_json, write_lines
+from tests.import_helpers import (
+    cassette_conversation,
+    export,
+    murmur_lines,
+    reimport,
+    run,
+    write_json,
+    write_lines,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-def export(conversation: Conversation, *args: str) -> str:
-    out = io.StringIO()
-    call_command("export_conversation", str(conversation.pk), *args, stdout=out)
-    return out.getvalue()
-
-
-def reimport(user: User, text: str, fmt: str) -> Conversation:
-    """Import ``text`` from stdin under ``fmt``; return the conversation it created."""
-    before = set(Conversation.objects.values_list("pk", flat=True))
-    code, _, err = run(
-        "-", "--owner", user.username, "--format", fmt, stdin=io.BytesIO(text.encode("utf-8"))
-    )
-    assert (code, err) == (0, "")
-    [created] = Conversation.objects.exclude(pk__in=before)
-    return created
 
 
 @pytest.fixture
@@ -92,15 +83,19 @@ def test_murmur_round_trip_is_byte_identical(
     assert second == first
 
 
-def test_anthropic_import_round_trips_through_murmur(tmp_path: Path, user: User) -> None:
-    path = write_json(tmp_path / "chat.json", cassette_conversation("anthropic_tool_with_thinking"))
+def test_anthropic_import_round_trips_through_murmur(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
+    path = write_json(
+        tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
+    )
     assert run(path, "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get())
     assert export(reimport(user, first, "murmur")) == first
 
 
-def test_openai_export_and_round_trip(tmp_path: Path, user: User) -> None:
-    messages = cassette_conversation("openai_multiple_agent_tool_calls")
+def test_openai_export_and_round_trip(corpus: Path, tmp_path: Path, user: User) -> None:
+    messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     assert run(write_json(tmp_path / "chat.json", messages), "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get(), "--format", "openai")
     assert first.endswith("]\n")

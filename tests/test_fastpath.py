@@ -1,16 +1,19 @@
-"""The PostgreSQL single-statement append (``_fastpath``) writes exactly what the general path
+"""The PostgreSQL single-statement append (``services.fastpath``) writes exactly what the general path
 writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.dispatch import Signal
 
-from murmur_conversations import _fastpath, services, signals
+from murmur_conversations import services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
+from murmur_conversations.services import fastpath
 from tests.helpers import MakeConversation, assert_counters_match_rows
 
 # Real transactions: inside a caller's transaction the single statement runs in a savepoint; these
@@ -70,20 +73,51 @@ def snapshot(
     return records, rows, counters
 
 
+def announced(write: Callable[[], object]) -> list[tuple[str, int, list[int]]]:
+    """Run ``write`` and return the signals it sent, in order: (name, event_seq, row seqs)."""
+    sent: list[tuple[str, int, list[int]]] = []
+    names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
+    names_of = {getattr(signals, name): name for name in names}
+
+    def receiver(sender: object, signal: Signal, **kwargs: Any) -> None:
+        rows = kwargs.get("rows") or ([kwargs["row"]] if "row" in kwargs else [])
+        sent.append((names_of[signal], kwargs["event_seq"], [r.seq for r in rows]))
+
+    for signal in names_of:
+        signal.connect(receiver)
+    try:
+        write()
+    finally:
+        for signal in names_of:
+            signal.disconnect(receiver)
+    return sent
+
+
 def test_fast_and_general_paths_write_the_same(
     make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast, general = make_conversation(), make_conversation()
-    assert _fastpath.eligible(connection.vendor, [], False) is False
-    returned_fast = services.save_messages(conversation=fast, messages=BATCH)
-    services.save_message(conversation=fast, message={"role": "user", "content": "again"})
-    monkeypatch.setattr(_fastpath, "eligible", lambda *args: False)
-    returned_general = services.save_messages(conversation=general, messages=BATCH)
-    services.save_message(conversation=general, message={"role": "user", "content": "again"})
+    assert fastpath.eligible(connection.vendor, [], False) is False
+    returned: dict[uuid.UUID, list[DisplayMessage]] = {}
+
+    def save(conversation: Conversation) -> None:
+        returned[conversation.pk] = services.save_messages(
+            conversation=conversation, messages=BATCH
+        )
+        services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
+
+    fast_signals = announced(lambda: save(fast))
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    general_signals = announced(lambda: save(general))
     assert snapshot(fast) == snapshot(general)
-    assert [(r.seq, r.content) for r in returned_fast] == [
-        (r.seq, r.content) for r in returned_general
+    assert [(r.seq, r.content) for r in returned[fast.pk]] == [
+        (r.seq, r.content) for r in returned[general.pk]
     ]
+    assert fast_signals == general_signals  # the same signals, in the same order
+    assert [name for name, _, _ in fast_signals] == [
+        "display_messages_saved",
+        "conversation_saved",
+    ] * 2
     assert_counters_match_rows(fast)
 
 

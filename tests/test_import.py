@@ -20,7 +20,6 @@ from murmur_conversations.models import (
 )
 from tests.helpers import MakeUser, assert_counters_match_rows
 from tests.import_helpers import (
-    CORPUS,
     JSON,
     cassette_conversation,
     murmur_lines,
@@ -51,8 +50,8 @@ def record(conversation: Conversation) -> list[Message]:
 
 
 @pytest.mark.parametrize("fmt", ["openai", "auto"])
-def test_openai_cassette_imports(tmp_path: Path, user: User, fmt: str) -> None:
-    messages = cassette_conversation("openai_multiple_agent_tool_calls")
+def test_openai_cassette_imports(corpus: Path, tmp_path: Path, user: User, fmt: str) -> None:
+    messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
     assert (code, err) == (0, "")
@@ -79,8 +78,8 @@ def test_openai_cassette_imports(tmp_path: Path, user: User, fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "auto"])
-def test_anthropic_cassette_imports(tmp_path: Path, user: User, fmt: str) -> None:
-    messages = cassette_conversation("anthropic_tool_with_thinking")
+def test_anthropic_cassette_imports(corpus: Path, tmp_path: Path, user: User, fmt: str) -> None:
+    messages = cassette_conversation(corpus, "anthropic_tool_with_thinking")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
     assert (code, err) == (0, "")
@@ -114,10 +113,12 @@ def test_anthropic_cassette_imports(tmp_path: Path, user: User, fmt: str) -> Non
 
 
 def test_importing_twice_adds_nothing_and_owners_are_separate(
-    tmp_path: Path, make_user: MakeUser
+    corpus: Path, tmp_path: Path, make_user: MakeUser
 ) -> None:
     alice, bob = make_user(), make_user()
-    path = write_json(tmp_path / "chat.json", cassette_conversation("anthropic_tool_with_thinking"))
+    path = write_json(
+        tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
+    )
     assert run(path, "--owner", alice.username)[0] == 0
     conversation = only_conversation(owner=alice)
     before = (conversation.last_event_seq, Message.objects.count(), DisplayMessage.objects.count())
@@ -135,9 +136,9 @@ def test_importing_twice_adds_nothing_and_owners_are_separate(
 
 
 def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(
-    tmp_path: Path, user: User
+    corpus: Path, tmp_path: Path, user: User
 ) -> None:
-    full = cassette_conversation("openai_multiple_agent_tool_calls")
+    full = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     head = full[:2]  # the user question and the call, no result yet
     code, out, _ = run(write_json(tmp_path / "a.json", head), "--owner", user.username)
     assert code == 0
@@ -151,8 +152,10 @@ def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(
     assert len(record(Conversation.objects.get())) == len(full)
 
 
-def test_jsonl_message_list_with_conversation_id(tmp_path: Path, user: User) -> None:
-    lines = [json.dumps(m) for m in cassette_conversation("openai_multiple_agent_tool_calls")]
+def test_jsonl_message_list_with_conversation_id(corpus: Path, tmp_path: Path, user: User) -> None:
+    lines = [
+        json.dumps(m) for m in cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
+    ]
     path = write_lines(tmp_path / "chat.jsonl", *lines)
     assert run(path, "--owner", user.username, "--conversation-id", "chat-1")[0] == 0
     conversation = only_conversation(owner=user)
@@ -482,16 +485,16 @@ def test_owner_is_matched_on_username_field(tmp_path: Path, make_user: MakeUser)
     ],
 )
 def test_a_plainly_wrong_forced_format_is_refused_whole(
-    user: User, relative: str, forced: str, detected: str
+    corpus: Path, user: User, relative: str, forced: str, detected: str
 ) -> None:
-    code, _, err = run(CORPUS / relative, "--owner", user.username, "--format", forced)
+    code, _, err = run(corpus / relative, "--owner", user.username, "--format", forced)
     assert code == 2
     assert f"looks like {detected}, not {forced}" in err
     assert not Conversation.objects.exists()
 
 
-def test_a_forced_format_that_fits_still_imports(user: User) -> None:
-    path = CORPUS / "codex_exec_jsonl" / "failed_command.jsonl"
+def test_a_forced_format_that_fits_still_imports(corpus: Path, user: User) -> None:
+    path = corpus / "codex_exec_jsonl" / "failed_command.jsonl"
     code, _, _ = run(path, "--owner", user.username, "--format", "codex")
     assert code == 0
     assert Conversation.objects.count() == 1

@@ -17,7 +17,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import CORPUS, run, write_lines
+from tests.import_helpers import run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -53,8 +53,8 @@ CODEX = {
 
 
 @pytest.mark.parametrize("name", sorted(CODEX))
-def test_codex_corpus_file(user: User, name: str) -> None:
-    path = CORPUS / name
+def test_codex_corpus_file(corpus: Path, user: User, name: str) -> None:
+    path = corpus / name
     expected_messages, expected_calls, key = CODEX[name]
     code, out, err = run(path, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -83,9 +83,9 @@ def test_codex_corpus_file(user: User, name: str) -> None:
     ) == before
 
 
-def test_codex_rollout_injected_context_and_reasoning(user: User) -> None:
+def test_codex_rollout_injected_context_and_reasoning(corpus: Path, user: User) -> None:
     name = "codex_rollout/agent-history__real_sessions__codex__session-01.jsonl"
-    assert run(CORPUS / name, "--owner", user.username)[0] == 0
+    assert run(corpus / name, "--owner", user.username)[0] == 0
     messages = list(Message.objects.order_by("position"))
     assert [(m.role, m.extra.get("injected", False)) for m in messages] == [
         ("developer", True),
@@ -96,12 +96,12 @@ def test_codex_rollout_injected_context_and_reasoning(user: User) -> None:
     conversation = Conversation.objects.get()
     assert conversation.transcript_count == 2
     other = "codex_rollout/rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl"
-    assert run(CORPUS / other, "--owner", user.username)[0] == 0
+    assert run(corpus / other, "--owner", user.username)[0] == 0
     assert DisplayMessage.objects.filter(content_type="thinking").count() == 1
 
 
-def test_codex_exec_failed_command_is_a_failed_call(user: User) -> None:
-    assert run(CORPUS / "codex_exec_jsonl/failed_command.jsonl", "--owner", user.username)[0] == 0
+def test_codex_exec_failed_command_is_a_failed_call(corpus: Path, user: User) -> None:
+    assert run(corpus / "codex_exec_jsonl/failed_command.jsonl", "--owner", user.username)[0] == 0
     call = ToolCall.objects.get()
     assert (call.call_id, call.name, call.status) == ("item_2", "command_execution", "failed")
     assert call.arguments == {"command": "/bin/bash -lc 'exit 42'"}
@@ -109,15 +109,17 @@ def test_codex_exec_failed_command_is_a_failed_call(user: User) -> None:
     assert (result.is_error, result.extra["exit_code"]) == (True, 42)
 
 
-def test_codex_exec_call_left_in_progress_is_interrupted(tmp_path: Path, user: User) -> None:
-    lines = (CORPUS / "codex_exec_jsonl/multi_command.jsonl").read_text("utf-8").splitlines()
+def test_codex_exec_call_left_in_progress_is_interrupted(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
+    lines = (corpus / "codex_exec_jsonl/multi_command.jsonl").read_text("utf-8").splitlines()
     path = write_lines(tmp_path / "cut.jsonl", *lines[:5])  # item_2 started, never completed
     code, out, _ = run(path, "--owner", user.username)
     assert code == 0
     assert "1 open call(s) interrupted" in out
     call = ToolCall.objects.get()
     assert (call.status, call.interrupt_reason) == ("interrupted", "log_ended")
-    assert run(CORPUS / "codex_exec_jsonl/multi_command.jsonl", "--owner", user.username)[0] == 0
+    assert run(corpus / "codex_exec_jsonl/multi_command.jsonl", "--owner", user.username)[0] == 0
     call.refresh_from_db()
     assert call.status == "completed"
     assert Conversation.objects.count() == 1

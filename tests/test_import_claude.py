@@ -1,5 +1,5 @@
-"""Claude Code session transcripts and ``stream-json`` output (docs/formats.md and
-4b; docs/formats.md): every corpus file with hand-counted messages, calls and source records;
+"""Claude Code session transcripts and ``stream-json`` output (docs/formats.md, "Claude
+Code"): every corpus file with hand-counted messages, calls and source records;
 lines merged by ``message.id``; sidechain and subagent lines kept only; injected lines; errors."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import CORPUS, JSON, run, write_lines
+from tests.import_helpers import JSON, run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -48,14 +48,14 @@ def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
     )
 
 
-def lines_of(name: str) -> list[JSON]:
-    return [json.loads(line) for line in (CORPUS / name).read_text("utf-8").splitlines()]
+def lines_of(corpus: Path, name: str) -> list[JSON]:
+    return [json.loads(line) for line in (corpus / name).read_text("utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_claude_corpus_file(user: User, name: str) -> None:
+def test_claude_corpus_file(corpus: Path, user: User, name: str) -> None:
     messages, calls, injected, records, key = CORPUS_FILES[name]
-    code, out, err = run(CORPUS / name, "--owner", user.username)
+    code, out, err = run(corpus / name, "--owner", user.username)
     assert (code, err) == (0, "")
     assert "(claude-code): 1 conversation(s)" in out
     assert "0 unknown record(s)" in out
@@ -67,14 +67,16 @@ def test_claude_corpus_file(user: User, name: str) -> None:
     assert conversation.status == "idle"
     assert_counters_match_rows(conversation)
     before = (conversation.last_event_seq, counts(conversation))
-    assert run(CORPUS / name, "--owner", user.username)[0] == 0
+    assert run(corpus / name, "--owner", user.username)[0] == 0
     conversation.refresh_from_db()
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_session_follows_the_main_chain_and_merges_split_responses(user: User) -> None:
-    assert run(CORPUS / SESSION, "--owner", user.username)[0] == 0
-    lines = lines_of(SESSION)
+def test_session_follows_the_main_chain_and_merges_split_responses(
+    corpus: Path, user: User
+) -> None:
+    assert run(corpus / SESSION, "--owner", user.username)[0] == 0
+    lines = lines_of(corpus, SESSION)
     main = [line for line in lines if line["type"] in ("user", "assistant")]
     sidechain = [line for line in main if line["isSidechain"]]
     assert len(sidechain) == 22  # two subagent chains (roots on lines 16 and 26)
@@ -110,8 +112,8 @@ def test_session_follows_the_main_chain_and_merges_split_responses(user: User) -
     assert sidechain_uuids <= kept
 
 
-def test_session_errors_and_injected_lines(user: User) -> None:
-    assert run(CORPUS / SESSION, "--owner", user.username)[0] == 0
+def test_session_errors_and_injected_lines(corpus: Path, user: User) -> None:
+    assert run(corpus / SESSION, "--owner", user.username)[0] == 0
     failed = ToolCall.objects.filter(status="failed").order_by("name")
     assert [c.name for c in failed] == ["Edit", "Task"]
     result = Message.objects.get(tool_call_id="toolu_018t5jce2ZNoGr2ADsHGQife")
@@ -126,8 +128,8 @@ def test_session_errors_and_injected_lines(user: User) -> None:
     assert conversation.transcript_count == 1 + 3
 
 
-def test_stream_json_keeps_subagent_lines_and_the_result_line(user: User) -> None:
-    assert run(CORPUS / STREAM, "--owner", user.username)[0] == 0
+def test_stream_json_keeps_subagent_lines_and_the_result_line(corpus: Path, user: User) -> None:
+    assert run(corpus / STREAM, "--owner", user.username)[0] == 0
     record = list(Message.objects.order_by("position"))
     first = record[0]
     assert first.message_id == "msg_01QoWnPzFoQtmAvhRBUjxU4j"
@@ -147,8 +149,10 @@ def test_stream_json_keeps_subagent_lines_and_the_result_line(user: User) -> Non
     assert sum(1 for line in subagent if line.get("parent_tool_use_id")) == 3
 
 
-def test_stream_json_error_result_is_the_runs_error(tmp_path: Path, user: User) -> None:
-    lines = (CORPUS / STREAM).read_text("utf-8").splitlines()
+def test_stream_json_error_result_is_the_runs_error(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
+    lines = (corpus / STREAM).read_text("utf-8").splitlines()
     last = json.loads(lines[-1])
     last.update(subtype="error_max_turns", is_error=True, result="")
     path = write_lines(tmp_path / "err.jsonl", *lines[:-1], json.dumps(last))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,12 +16,13 @@ from django.contrib.auth.models import User
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
-from tests.import_helpers import CORPUS, run
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
-MUSE = CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl"
-LAYER_CHECK = import_conversations.layer_is_process_local
+MUSE = "muse_exec_jsonl/meta_tool_use.jsonl"  # in the real-log corpus
+#: Our own muse journal (tests/fixtures/README.md), for the tests a bare clone runs.
+OUR_MUSE = Path(__file__).resolve().parent / "fixtures" / "muse" / "notes_run.jsonl"
 
 
 @pytest.fixture
@@ -69,9 +70,9 @@ def follow(path: Path, user: User, wait: Callable[[], None], *extra: str) -> tup
 
 
 def test_follow_a_file_line_by_line(
-    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+    corpus: Path, tmp_path: Path, user: User, deltas: list[tuple[str, str]]
 ) -> None:
-    lines = MUSE.read_bytes().splitlines(keepends=True)
+    lines = (corpus / MUSE).read_bytes().splitlines(keepends=True)
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
     wait = Appender(path, lines, deltas)
@@ -92,6 +93,33 @@ def test_follow_a_file_line_by_line(
     assert last is not None
     assert "".join(answer) == last.content[0]["text"]
     assert {c.status for c in ToolCall.objects.all()} == {"completed"}
+    assert Conversation.objects.get().status == "idle"
+
+
+def test_follow_our_muse_journal_line_by_line(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"")
+    wait = Appender(path, OUR_MUSE.read_bytes().splitlines(keepends=True), deltas)
+    code, out, err = follow(path, user, wait)
+    assert (code, err) == (0, "")
+    assert "(muse): 1 conversation(s), 7 message(s) added of 7 read" in out
+    by_lines = {written: (messages, sent) for written, messages, sent in wait.seen}
+    assert by_lines[3] == (0, 0)
+    assert by_lines[4] == (1, 0)  # the prompt, stored as soon as its line arrived
+    assert by_lines[15] == (2, 0)  # the list_dir call's card, once its key names the call
+    assert by_lines[18] == (2, 1)  # its output streamed, not stored
+    assert by_lines[20] == (3, 1)  # its result
+    assert by_lines[24] == (5, 2)  # spell_check: call, output, failed result
+    assert by_lines[35] == (6, 5)  # three answer deltas, the answer not stored yet
+    assert by_lines[38] == (7, 5)  # the terminal: the answer, once
+    answer = [text for stream, text in deltas if stream == "c0de0001-1111-4222-8333-444455556666"]
+    last = Message.objects.order_by("position").last()
+    assert last is not None
+    assert "".join(answer) == last.content[0]["text"]
+    statuses = sorted(ToolCall.objects.values_list("status", flat=True))
+    assert statuses == ["cancelled", "completed", "failed"]
     assert Conversation.objects.get().status == "idle"
 
 
@@ -121,16 +149,18 @@ def test_interrupted_with_a_partial_line_reports_it(
     assert Message.objects.count() == 1
 
 
-def test_follow_stdin_until_it_ends(user: User, deltas: list[tuple[str, str]]) -> None:
+def test_follow_stdin_until_it_ends(
+    corpus: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     code, out, err = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert (code, err) == (0, "")
     assert "<stdin> (muse): 1 conversation(s), 6 message(s) added" in out
     assert len(deltas) == 6  # four answer deltas, two tool outputs
     assert ToolCall.objects.filter(status="completed").count() == 2
     code, out, _ = run(
-        "-", "--owner", user.username, "--follow", stdin=io.BytesIO(MUSE.read_bytes())
+        "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
     assert code == 0
     assert "0 message(s) added of 6 read" in out
@@ -143,8 +173,10 @@ def test_follow_stdin_until_it_ends(user: User, deltas: list[tuple[str, str]]) -
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(user: User, name: str, messages: int, calls: int) -> None:
-    data = (CORPUS / name).read_bytes()
+def test_follow_other_live_streams(
+    corpus: Path, user: User, name: str, messages: int, calls: int
+) -> None:
+    data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
     assert Message.objects.count() == messages
@@ -166,10 +198,10 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(
 
 
 def test_follow_dry_run_and_empty_or_unknown_streams(user: User) -> None:
-    stdin = io.BytesIO(MUSE.read_bytes())
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
-    assert "6 message(s) readable" in out
+    assert "7 message(s) readable" in out
     assert not Conversation.objects.exists()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(b""))
     assert code == 2
@@ -181,19 +213,34 @@ def test_follow_dry_run_and_empty_or_unknown_streams(user: User) -> None:
 
 def test_process_local_layer_is_said_on_stderr(monkeypatch: pytest.MonkeyPatch, user: User) -> None:
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
-    stdin = io.BytesIO(MUSE.read_bytes())
+    stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
     assert code == 0
     assert "database tailing" in err
-    assert "REDIS_URL" in err
+    assert "CHANNEL_LAYERS" in err  # the Django setting, not a variable of one host
 
 
-def test_layer_check_is_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import murmur_conversations.realtime as realtime
+def interrupt() -> NoReturn:
+    raise KeyboardInterrupt
 
-    monkeypatch.setattr(realtime, "layer_is_process_local", lambda: True, raising=False)
-    assert LAYER_CHECK() is True
-    monkeypatch.delattr(realtime, "layer_is_process_local")
-    assert LAYER_CHECK() is False  # the realtime package without the function yet
-    monkeypatch.setitem(sys.modules, "murmur_conversations.realtime", None)
-    assert LAYER_CHECK() is False  # no realtime package at all
+
+@pytest.mark.parametrize("forced", ["codex", "claude-code", "openai"])
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_follow_refuses_a_plainly_wrong_forced_format(
+    tmp_path: Path, user: User, source: str, forced: str
+) -> None:
+    """The same refusal as without ``--follow`` (test_import): one detection path for both."""
+    args: list[object]
+    if source == "stdin":
+        args, stdin = ["-"], io.BytesIO(OUR_MUSE.read_bytes())
+    else:
+        path = tmp_path / "live.jsonl"
+        path.write_bytes(OUR_MUSE.read_bytes())
+        args, stdin = [path], None
+    code, _, err = run(
+        *args, "--owner", user.username, "--follow", "--format", forced, stdin=stdin,
+        follow_wait=interrupt,
+    )  # fmt: skip
+    assert code == 2
+    assert f"looks like muse, not {forced}" in err
+    assert not Conversation.objects.exists()

@@ -18,11 +18,11 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.import_helpers import CORPUS, JSON, run, write_lines
+from tests.import_helpers import JSON, run, write_lines
 
 pytestmark = pytest.mark.django_db
 
-MUSE = CORPUS / "muse_exec_jsonl"
+MUSE = "muse_exec_jsonl"
 
 # file -> (record messages, {status: calls}, error notices, source records, stream.id), counted by
 # hand: user = turn.input.user, answer = run.terminal.completed, one call + result per tool task,
@@ -35,8 +35,8 @@ CORPUS_FILES = {
 }
 
 
-def lines_of(name: str) -> list[str]:
-    return (MUSE / name).read_text("utf-8").splitlines()
+def lines_of(corpus: Path, name: str) -> list[str]:
+    return (corpus / MUSE / name).read_text("utf-8").splitlines()
 
 
 def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
@@ -53,9 +53,9 @@ def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_muse_corpus_file(user: User, name: str) -> None:
+def test_muse_corpus_file(corpus: Path, user: User, name: str) -> None:
     messages, calls, errors, records, key = CORPUS_FILES[name]
-    code, out, err = run(MUSE / name, "--owner", user.username)
+    code, out, err = run(corpus / MUSE / name, "--owner", user.username)
     assert (code, err) == (0, "")
     assert "(muse): 1 conversation(s)" in out
     assert "0 unknown record(s)" in out
@@ -69,13 +69,15 @@ def test_muse_corpus_file(user: User, name: str) -> None:
     assert all(r.tool_call_id is not None and not r.metadata for r in results)
     assert_counters_match_rows(conversation)
     before = (conversation.last_event_seq, counts(conversation))
-    assert run(MUSE / name, "--owner", user.username)[0] == 0
+    assert run(corpus / MUSE / name, "--owner", user.username)[0] == 0
     conversation.refresh_from_db()
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user: User) -> None:
-    assert run(MUSE / "meta_tool_use.jsonl", "--owner", user.username)[0] == 0
+def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(
+    corpus: Path, user: User
+) -> None:
+    assert run(corpus / MUSE / "meta_tool_use.jsonl", "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get()
     assert conversation.title.startswith("Create a file named hello.txt")
     record = list(Message.objects.order_by("position"))
@@ -89,7 +91,7 @@ def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user: Use
     ]
     deltas = [
         json.loads(line)["payload"]["text"]
-        for line in lines_of("meta_tool_use.jsonl")
+        for line in lines_of(corpus, "meta_tool_use.jsonl")
         if '"payload_type":"run.output.delta"' in line
     ]
     answer = record[-1].content[0]["text"]
@@ -109,8 +111,8 @@ def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(user: Use
     assert record[1].extra["task_id"] == "1d48dee1-09fa-4807-93b6-6bc819909c87"
 
 
-def test_failed_tasks_are_error_notices_not_a_failed_run(user: User) -> None:
-    assert run(MUSE / "echo_basic.jsonl", "--owner", user.username)[0] == 0
+def test_failed_tasks_are_error_notices_not_a_failed_run(corpus: Path, user: User) -> None:
+    assert run(corpus / MUSE / "echo_basic.jsonl", "--owner", user.username)[0] == 0
     errors = DisplayMessage.objects.filter(content_type="error").order_by("seq")
     assert [e.metadata["task_kind"] for e in errors] == [
         "reminder.agent.plugin:tbh-reminders:skill-reminder",

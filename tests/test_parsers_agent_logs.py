@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,11 +20,11 @@ from murmur_conversations.importers.records import (
     Parsed,
     Problem,
 )
-from tests.import_helpers import CORPUS, assert_well_formed, feed, json_values, parse
+from tests.import_helpers import JSON, assert_well_formed, feed, json_values, parse
 
 
-def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
-    lines = (CORPUS / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
+def test_muse_deltas_are_previews_and_the_answer_comes_once(corpus: Path) -> None:
+    lines = (corpus / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
     items = feed("muse", lines)
     assert isinstance(items[0], Begin)
     assert [i.text for i in items if isinstance(i, Delta)] == ["Four"]
@@ -35,16 +36,16 @@ def test_muse_deltas_are_previews_and_the_answer_comes_once() -> None:
     assert sum(isinstance(i, Kept) for i in items) == len(lines)
 
 
-def test_muse_ids_are_stable_however_the_journal_is_cut() -> None:
-    lines = (CORPUS / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
+def test_muse_ids_are_stable_however_the_journal_is_cut(corpus: Path) -> None:
+    lines = (corpus / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
     whole = [i.message["id"] for i in feed("muse", lines) if isinstance(i, Parsed)]
     cut = [i.message["id"] for i in feed("muse", lines[:40]) if isinstance(i, Parsed)]
     assert whole[: len(cut)] == cut
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_kept_only() -> None:
-    lines = (CORPUS / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
+def test_claude_stream_subagent_lines_are_kept_only(corpus: Path) -> None:
+    lines = (corpus / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
     parsed = [i for i in items if isinstance(i, Parsed)]
     assert [i.line for i in parsed] == [12, 22, 23]
@@ -195,3 +196,23 @@ def test_agent_log_parsers_never_raise(
     problems = [i for i in items if isinstance(i, Problem) and i.line is not None]
     # every line is kept or reported (a line can be both: kept, and its payload refused)
     assert {i.line for i in kept} | {p.line for p in problems} == set(range(1, len(texts) + 1))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"cmd": ["ls"]}', {"cmd": ["ls"]}),
+        ('{"x": NaN}', '{"x": NaN}'),  # not JSON: kept as the text, as for OpenAI arguments
+        ("[" * 100_000, "[" * 100_000),  # too deep to read: kept, never a RecursionError
+        ("not json", "not json"),
+    ],
+)
+def test_codex_rollout_arguments_are_parsed_or_kept_as_text(arguments: str, expected: JSON) -> None:
+    call = {"type": "function_call", "name": "shell", "arguments": arguments, "call_id": "c1"}
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s1"}},
+        {"type": "response_item", "payload": call},
+    ]
+    items = parse("codex", "\n".join(json.dumps(line) for line in lines) + "\n")
+    [parsed] = [item for item in items if isinstance(item, Parsed)]
+    assert parsed.message["content"][0]["input"] == expected

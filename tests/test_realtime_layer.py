@@ -98,7 +98,7 @@ async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups(
     await layer.send(dead, {"type": "stale"})
     await layer.send(live, {"type": "stale"})
     await layer.group_send("g", {"type": "next"})  # finds dead's stale message: dead leaves g
-    assert layer._groups == {}
+    assert layer.group_members("g") == []
 
 
 async def test_cancelled_receive_forgets_the_channel() -> None:
@@ -110,8 +110,8 @@ async def test_cancelled_receive_forgets_the_channel() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert layer._groups == {}
-    assert layer._channels == {}
+    assert layer.group_members("g") == []
+    assert layer.channel_names() == []
 
 
 async def test_a_send_from_another_thread_wakes_the_receiver() -> None:
@@ -208,13 +208,12 @@ class HangingLayer:
 @pytest.mark.django_db
 def test_a_hanging_layer_never_blocks_a_write(
     conversation: Conversation,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     layer = HangingLayer()
     hanging = broadcast.Broadcaster(maxsize=2, send_timeout=60, layer=lambda: layer)
-    monkeypatch.setattr(broadcast, "_broadcaster", hanging)
+    previous = broadcast.set_broadcaster(hanging)
     caplog.set_level(logging.WARNING, logger="murmur_conversations.realtime")
     try:
         for i in range(6):  # each write publishes two events (conversation and sidebar)
@@ -227,6 +226,7 @@ def test_a_hanging_layer_never_blocks_a_write(
         assert any("dropped" in r.getMessage() for r in caplog.records)
         assert all(r.name == "murmur_conversations.realtime" for r in caplog.records)
     finally:
+        broadcast.set_broadcaster(previous)
         layer.release.set()
         hanging.stop(5)
     assert hanging.sent >= 1

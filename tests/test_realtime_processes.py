@@ -1,4 +1,4 @@
-"""Live updates across processes (docs/websocket.md and docs/deployment.md, docs/websocket.md), with real uvicorn
+"""Live updates across processes (docs/websocket.md and docs/deployment.md), with real uvicorn
 servers on loopback and a real websocket client: the close codes a browser sees; a write made by a
 management command reaching a client through database tailing (embedded default) or Redis; and, on
 Redis, two servers whose clients both receive the same writes."""

@@ -138,25 +138,24 @@ batch = [{"role": "user", "content": f"line {i}", "id": f"m{i}"} for i in range(
 batch.append({"role": "assistant", "content": [{"type": "tool_call", "id": "c1", "name": "t"}], "id": "m40"})
 
 locked, proceed = threading.Event(), threading.Event()
-from murmur_conversations.services import appending
-original = appending._write_messages
 state = {}
 
-def paused(write, batch_, fresh):
-    # The conversation row is locked now: let the test kill this connection, then go on.
-    state["pid"] = connection.connection.info.backend_pid
-    locked.set()
-    assert proceed.wait(30)
-    return original(write, batch_, fresh)
+def paused(execute, sql, params, many, context):
+    # The first insert of record rows: the conversation row is locked now. Let the test kill this
+    # connection, then go on.
+    if "pid" not in state and sql.startswith(f'INSERT INTO "{Message._meta.db_table}"'):
+        state["pid"] = connection.connection.info.backend_pid
+        locked.set()
+        assert proceed.wait(30)
+    return execute(sql, params, many, context)
 
 def writer():
-    appending._write_messages = paused
     try:
-        services.save_messages(conversation=conversation.pk, messages=batch)
+        with connection.execute_wrapper(paused):
+            services.save_messages(conversation=conversation.pk, messages=batch)
     except Exception as error:
         state["error"] = type(error).__name__
     finally:
-        appending._write_messages = original
         connection.close()  # what Django does at the end of a request
 
 thread = threading.Thread(target=writer)

@@ -885,3 +885,51 @@ def test_event_seq_never_decreases_and_counters_hold(conversation: Conversation)
         seen.append(conversation.last_event_seq)
     assert seen == [1, 2, 3, 4, 5]
     assert_counters_match_rows(conversation)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "n1", "name": "t", "input": None}],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "n1", "type": "function", "function": {"name": "t", "arguments": None}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "n1", "type": "function", "function": {"name": "t", "arguments": "null"}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "n1", "type": "function", "function": {"name": "t"}}],
+        },
+    ],
+    ids=[
+        "block-input-null",
+        "openai-arguments-null",
+        "openai-arguments-null-text",
+        "openai-no-arguments",
+    ],
+)
+def test_a_call_with_null_arguments_is_saved_with_none(
+    conversation: Conversation, message: dict[str, Any]
+) -> None:
+    """JSON null as a call's arguments means no arguments: stored as ``{}`` on the ToolCall and its
+    card (never a database error), while the record keeps the message as given."""
+    [card] = services.save_message(conversation=conversation, message=message)
+    call = ToolCall.objects.get(conversation=conversation, call_id="n1")
+    assert call.arguments == {}
+    assert card.content["arguments"] == {}
+    stored = Message.objects.get(conversation=conversation)
+    assert (stored.content, stored.extra.get("tool_calls")) == (
+        message.get("content", ""),
+        message.get("tool_calls"),
+    )
+    assert_counters_match_rows(conversation)

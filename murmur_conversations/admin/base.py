@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from django.contrib import admin
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.functions import Cast, Substr
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -33,7 +37,32 @@ LIST_PREVIEW_CHARS: Final = 120
 
 class LeanChangeList(ChangeList):
     """A ChangeList whose queryset goes through the admin's ``lean_queryset`` (defers payload
-    columns and adds a short preview), so a list page never loads whole payloads."""
+    columns and adds a short preview), so a list page never loads whole payloads.
+
+    It also refuses, the way Django's admin refuses a lookup on an unknown field (the ``?e=1``
+    redirect, ``IncorrectLookupParameters``), every query the admin does not offer: a lookup that
+    is neither a list filter's nor one of the admin's ``link_lookups`` (``?metadata__contains=``
+    never reaches the database), a value outside a choices filter's choices, and a NUL character
+    anywhere in the query string (PostgreSQL cannot compare text with one).
+    """
+
+    def get_filters(self, request: HttpRequest) -> tuple[Any, ...]:
+        """Django's filter specs and remaining lookups, after the checks of the class docstring."""
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in value for value in values):
+                raise IncorrectLookupParameters("a NUL character in the query string")
+        filters = super().get_filters(request)
+        specs, remaining = filters[0], filters[2]
+        offered: frozenset[str] = getattr(self.model_admin, "link_lookups", frozenset())
+        unknown = sorted(key for key in remaining if key not in offered)
+        if unknown:
+            raise IncorrectLookupParameters(f"{unknown[0]} is not a filter of this list")
+        for spec in specs:
+            if isinstance(spec, admin.ChoicesFieldListFilter) and spec.lookup_val is not None:
+                allowed = {str(value) for value, _label in spec.field.flatchoices}
+                if any(value not in allowed for value in spec.lookup_val):
+                    raise IncorrectLookupParameters(f"unknown value of {spec.lookup_kwarg}")
+        return filters
 
     def get_queryset(
         self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
@@ -60,6 +89,8 @@ class ReadOnlyAdmin(ModelAdminBase):
     list_per_page = 50
     list_defer: ClassVar[tuple[str, ...]] = ()
     preview_field: ClassVar[str | None] = None
+    #: Lookups besides the list filters' that the admin's own links put in a changelist URL.
+    link_lookups: ClassVar[frozenset[str]] = frozenset()
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("murmur_conversations/admin.css",)}
@@ -75,6 +106,42 @@ class ReadOnlyAdmin(ModelAdminBase):
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         """Never, unless a subclass says otherwise."""
         return False
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        """Django's action handling, with the selected ids that cannot name a row (not a valid
+        primary key) dropped first, like ids of rows that no longer exist: Django would pass them
+        to ``pk__in`` and answer 500. Nothing valid left is Django's "Items must be selected"."""
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        valid = [value for value in selected if self._names_a_row(value)]
+        if len(valid) != len(selected):
+            post = request.POST.copy()
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, valid)
+            request.POST = post  # type: ignore[assignment]  # a QueryDict, as Django's
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def _names_a_row(self, value: str) -> bool:
+        pk_field = self.opts.pk
+        assert pk_field is not None
+        try:
+            pk = pk_field.to_python(value)
+        except ValidationError:
+            return False
+        return not isinstance(pk, int) or -(2**63) <= pk < 2**63
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        """Django's answer (the success message), but back to the changelist (with its filters)
+        for anyone who may view it: Django sends users without the change permission, which
+        nobody has here, to the admin index."""
+        response = super().response_delete(request, obj_display, obj_id)
+        if isinstance(response, HttpResponseRedirect) and self.has_view_permission(request):
+            url = add_preserved_filters(
+                {"preserved_filters": self.get_preserved_filters(request), "opts": self.opts},
+                self.changelist_url(str(self.opts.model_name)),
+            )
+            return HttpResponseRedirect(url)
+        return response
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         """Every field shown: nothing on these pages is a form input."""

@@ -78,6 +78,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         ("created_at", admin.DateFieldListFilter),
     )
     list_defer = ("metadata", "pending_ask")
+    link_lookups = frozenset({"owner__id__exact"})
     search_fields = ("=id",)  # shows the search box; get_search_results does the work
     search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
     raw_id_fields = ("owner",)
@@ -85,7 +86,15 @@ class ConversationAdmin(ReadOnlyAdmin):
         (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
         (
             "Counters",
-            {"fields": ("record_length", "transcript_count", "last_seq", "last_event_seq")},
+            {
+                "fields": (
+                    "record_length",
+                    "transcript_count",
+                    "last_seq",
+                    "last_event_seq",
+                    "pending_ask_event_seq",
+                )
+            },
         ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),

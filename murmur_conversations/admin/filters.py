@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
@@ -31,10 +32,13 @@ class ToolStatusFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Keep the conversations with a call in the chosen status; unknown values filter nothing."""
+        """Keep the conversations with a call in the chosen status; an unknown value is
+        ``IncorrectLookupParameters`` (the admin's ``?e=1`` redirect), as for a field filter."""
         value = self.value()
-        if value not in ToolStatus.values:
+        if value is None:
             return queryset
+        if value not in ToolStatus.values:
+            raise IncorrectLookupParameters(f"unknown tool status {value!r}")
         calls = ToolCall.objects.filter(conversation=OuterRef("pk"), status=value)
         return queryset.filter(Exists(calls))
 

@@ -25,6 +25,7 @@ class ConversationRowAdmin(ReadOnlyAdmin):
 
     search_fields = ("=conversation__id",)  # shows the box; get_search_results does the work
     search_help_text = "Exact conversation id."
+    link_lookups = frozenset({"conversation__id__exact"})
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -106,6 +107,7 @@ class DisplayMessageAdmin(ConversationRowAdmin):
     )
     list_display_links = ("seq",)
     list_filter = ("message_type", "content_type", "status")
+    link_lookups = frozenset({"conversation__id__exact", "message__id__exact"})
     list_defer = ("content", "metadata")
     preview_field = "content"
     fields = (

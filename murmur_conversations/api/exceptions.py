@@ -53,6 +53,18 @@ class InvalidField(ApiError):
     default_code = "invalid_field"
 
 
+class PendingAskGone(exceptions.APIException):
+    """409 ``no_pending_ask``: the conversation has no pending ask to answer, or it was set or
+    changed after the ``event_seq`` the answer was written against; nothing was written."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "no_pending_ask"
+    default_detail = (
+        "There is no pending ask to answer: it was answered or cancelled, or it changed after "
+        "the event_seq you sent. Read GET pending/ again."
+    )
+
+
 class ConversationGone(exceptions.NotFound):
     """The conversation is not visible to the caller (foreign, missing or malformed id)."""
 

@@ -71,11 +71,12 @@ class CursorBinding:
         return signing.dumps(payload, salt=_SALT, compress=False)
 
     def read(self, cursor: str | None) -> list[Any] | None:
-        """The keyset of ``cursor``; None for no cursor. ``InvalidCursor`` for a forged,
-        malformed or foreign cursor (another listing, conversation or parameter set)."""
-        if cursor is None:
+        """The keyset of ``cursor``; None for no cursor or an empty one (``?cursor=``: the first
+        page, as in stock DRF). ``InvalidCursor`` for a forged, malformed or foreign cursor
+        (another listing, conversation or parameter set)."""
+        if not cursor:
             return None
-        if not cursor or len(cursor) > _MAX_CURSOR_LENGTH:
+        if len(cursor) > _MAX_CURSOR_LENGTH:
             raise InvalidCursor("cursor is not valid for this listing; start again without it")
         try:
             payload = signing.loads(cursor, salt=_SALT)

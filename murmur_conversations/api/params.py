@@ -1,26 +1,46 @@
-"""Reading request input: ``since``, the tool-call ``status`` filter and the PATCH body
-(docs/api.md). Each bad value raises its 400 with a message that says what to send."""
+"""Reading request input (docs/api.md): query parameters (``since``, the tool-call ``status``
+filter) and JSON bodies (PATCH, the pending-ask answer). Each bad value raises its 400 with a
+message that says what to send.
+
+Query parameters: an empty value (``?status=``) is the same as leaving the parameter out, as in
+stock DRF and django-filter. Bodies: a JSON object sent as ``application/json``; an empty body, a
+body of another content type, or JSON that is not an object is ``InvalidField`` (400
+``invalid_field``), never a 415.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any, Final
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
+from django.http.request import RawPostDataException
+from rest_framework.request import Request
 
+from murmur_conversations import jsonenc
 from murmur_conversations.api.exceptions import InvalidField, InvalidFilter, InvalidSince
 from murmur_conversations.models import ToolStatus
+from murmur_conversations.services import MAX_ANSWER_CHARS
 
 _NON_NEGATIVE: Final = re.compile(r"[0-9]+")
 #: event_seq is a 64-bit column; a larger ``since`` is simply after every event.
 _MAX_EVENT_SEQ: Final = 2**63 - 1
 PATCH_FIELDS: Final = frozenset({"title", "metadata"})
+ANSWER_FIELDS: Final = frozenset({"answer", "event_seq"})
+JSON_MEDIA_TYPE: Final = "application/json"
+
+
+def query_value(query: QueryDict, name: str) -> str | None:
+    """The (last) value of query parameter ``name``; None when it is absent or empty."""
+    raw = query.get(name)
+    return raw if raw else None
 
 
 def read_since(query: QueryDict) -> int | None:
-    """``since`` as an int (capped at 2**63-1), or None when absent; ``InvalidSince`` unless it is
-    a base-10 integer >= 0."""
-    raw = query.get("since")
+    """``since`` as an int (capped at 2**63-1), or None when absent or empty; ``InvalidSince``
+    unless it is a base-10 integer >= 0."""
+    raw = query_value(query, "since")
     if raw is None:
         return None
     if not _NON_NEGATIVE.fullmatch(raw):
@@ -30,14 +50,56 @@ def read_since(query: QueryDict) -> int | None:
 
 
 def read_status_filter(query: QueryDict) -> str | None:
-    """The tool-call ``status`` filter, or None when absent; ``InvalidFilter`` for a value that
-    is not a tool status."""
-    raw = query.get("status")
+    """The tool-call ``status`` filter, or None when absent or empty; ``InvalidFilter`` for a
+    value that is not a tool status."""
+    raw = query_value(query, "status")
     if raw is None:
         return None
     if raw not in ToolStatus.values:
         raise InvalidFilter(f"status must be one of {', '.join(ToolStatus.values)}")
     return raw
+
+
+def decode_json(raw: bytes) -> Any:
+    """The JSON value of ``raw`` (``jsonenc.loads``: UTF-8, -16 or -32, no ``NaN``/``Infinity``);
+    ``ValueError`` for anything that is not strict JSON: empty bytes, a bad encoding, or nesting
+    deeper than the interpreter can decode."""
+    try:
+        return jsonenc.loads(raw)
+    except (ValueError, UnicodeError, RecursionError) as error:
+        raise ValueError(str(error) or "not JSON") from None
+
+
+def read_json_object(request: Request, *, expected: str) -> dict[str, Any]:
+    """The JSON object in the body of ``request``; ``InvalidField`` naming ``expected`` (what the
+    object holds) for a body that is empty, too large, of another content type than
+    ``application/json`` (parameters such as ``charset`` are ignored), not JSON, or not an object.
+    """
+    content_type = (request.content_type or "").split(";", 1)[0].strip().lower()
+    try:
+        raw = request._request.body
+    except RequestDataTooBig:
+        raise InvalidField(
+            "the body is larger than the server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE)"
+        ) from None
+    except RawPostDataException:  # pragma: no cover - nothing reads the stream before us
+        raise InvalidField(f"the body must be a JSON object with {expected}") from None
+    if not raw.strip():
+        raise InvalidField(f"the body is empty; send a JSON object with {expected}")
+    if content_type != JSON_MEDIA_TYPE:
+        raise InvalidField(
+            f"the body must be a JSON object with {expected}, sent as Content-Type: "
+            f"{JSON_MEDIA_TYPE}"
+        )
+    try:
+        data = decode_json(raw)
+    except ValueError:
+        raise InvalidField(
+            f"the body is not valid JSON; send a JSON object with {expected}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidField(f"the body must be a JSON object with {expected}")
+    return data
 
 
 def read_patch(data: Any) -> dict[str, Any]:
@@ -53,3 +115,26 @@ def read_patch(data: Any) -> dict[str, Any]:
     if "metadata" in data and not isinstance(data["metadata"], dict):
         raise InvalidField("metadata must be a JSON object")
     return dict(data)
+
+
+def read_answer(data: Any) -> tuple[str, int | None]:
+    """``(answer, event_seq or None)`` of a ``POST pending/answer/`` body: ``answer`` a string,
+    ``event_seq`` (optional, null is absent) an integer >= 0, no other key; ``InvalidField``
+    otherwise. ``services.answer_pending_ask`` checks the answer's value (non-blank, at most
+    ``MAX_ANSWER_CHARS`` characters) and repairs bad text."""
+    if not isinstance(data, dict):
+        raise InvalidField("the body must be a JSON object with 'answer' and maybe 'event_seq'")
+    unknown = sorted(str(key) for key in data if key not in ANSWER_FIELDS)
+    if unknown:
+        raise InvalidField(f"unknown field {unknown[0]!r}; send 'answer' and maybe 'event_seq'")
+    answer = data.get("answer")
+    if not isinstance(answer, str):
+        raise InvalidField(
+            f"answer is required: a non-blank string of at most {MAX_ANSWER_CHARS} characters"
+        )
+    event_seq = data.get("event_seq")
+    if event_seq is not None and (
+        isinstance(event_seq, bool) or not isinstance(event_seq, int) or event_seq < 0
+    ):
+        raise InvalidField("event_seq must be an integer >= 0 (the event_seq you saw the ask at)")
+    return answer, event_seq

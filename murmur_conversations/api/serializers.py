@@ -11,6 +11,7 @@ from typing import Any
 from rest_framework import serializers
 
 from murmur_conversations.models import ConversationStatus, ToolStatus
+from murmur_conversations.services import MAX_ANSWER_CHARS
 
 Any_ = serializers.JSONField
 
@@ -136,6 +137,21 @@ class PendingSerializer(serializers.Serializer[Any]):
     """``{"pending": <PendingAsk> or null}``."""
 
     pending = serializers.DictField(allow_null=True)
+
+
+class AnswerRequestSerializer(serializers.Serializer[Any]):
+    """``POST conversations/{id}/pending/answer/``: the answer, and optionally the event_seq at
+    which the client saw the ask (an ask set or changed after it makes the answer stale: 409)."""
+
+    answer = serializers.CharField(max_length=MAX_ANSWER_CHARS, allow_blank=False)
+    event_seq = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+
+
+class AnswerResponseSerializer(serializers.Serializer[Any]):
+    """``{"conversation": <detail>, "messages": [<display rows of the saved user message>]}``."""
+
+    conversation = DetailSerializer()
+    messages = DisplayRowSerializer(many=True)
 
 
 class WsTicketSerializer(serializers.Serializer[Any]):

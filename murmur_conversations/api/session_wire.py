@@ -9,7 +9,6 @@ malformed ids alike). Every failure body is exactly ``{"error", "code"}``.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from django.core.exceptions import RequestDataTooBig
@@ -19,6 +18,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from murmur_conversations import jsonenc
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import exception_handler
@@ -57,7 +57,7 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     ``ERR_INVALID_WIRE_OP`` for anything that is not a JSON object with a known ``op`` (and a
     non-blank string ``sessionId`` for the transcript and pending ops)."""
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant)
+        body = jsonenc.loads(raw)
     except (ValueError, UnicodeError, RecursionError):
         raise invalid_op("The body must be a JSON object.") from None
     if not isinstance(body, dict):
@@ -73,12 +73,13 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     return op, session_id
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 class SessionWireView(AppAPIView):
-    """The wire: one POST whose body names the op."""
+    """The wire: one POST whose body names the op.
+
+    The body is read as bytes and decoded as JSON whatever its content type (a browser ``fetch``
+    with a string body sends ``text/plain``); no parser runs, so no content type is refused, and
+    a cookie client's CSRF token is read from the ``X-CSRFToken`` header.
+    """
 
     permission_classes: tuple[
         type[BasePermission], ...
@@ -144,7 +145,8 @@ class SessionWireView(AppAPIView):
             raise WireError(403, "ERR_CSRF_FAILED", "CSRF verification failed.")
         if op == LIST_OP:
             return Response({"sessions": self._sessions(request.user)})
-        assert session_id is not None
+        if session_id is None:  # read_operation gives one for every op but the list
+            raise invalid_op(f"{op} needs a non-blank string sessionId.")
         conversation = conversation_for(request.user, session_id)
         if conversation is None:
             raise WireError(404, "ERR_SESSION_NOT_FOUND", f"No session {session_id}.")

@@ -50,6 +50,11 @@ urlpatterns = [
         name="conversation-pending",
     ),
     path(
+        _DETAIL + "pending/answer/",
+        ConversationViewSet.as_view({"post": "answer_pending"}),
+        name="conversation-pending-answer",
+    ),
+    path(
         _DETAIL + "tool-calls/",
         ConversationViewSet.as_view({"get": "tool_calls"}),
         name="conversation-tool-calls",

@@ -12,9 +12,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q
-from rest_framework import exceptions, status
+from rest_framework import status
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,6 +25,7 @@ from murmur_conversations.api.exceptions import (
     ConversationGone,
     InvalidCursor,
     InvalidField,
+    PendingAskGone,
     Unavailable,
 )
 from murmur_conversations.api.hook_auth import (
@@ -41,7 +41,13 @@ from murmur_conversations.api.pagination import (
     page_limit,
     transcript_limit,
 )
-from murmur_conversations.api.params import read_patch, read_since, read_status_filter
+from murmur_conversations.api.params import (
+    read_answer,
+    read_json_object,
+    read_patch,
+    read_since,
+    read_status_filter,
+)
 from murmur_conversations.api.schema import (
     CURSOR_PARAM,
     ID_PARAM,
@@ -52,6 +58,7 @@ from murmur_conversations.api.schema import (
 from murmur_conversations.exceptions import (
     ConversationNotFound,
     InvalidContent,
+    NoPendingAsk,
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
@@ -135,16 +142,8 @@ class ConversationViewSet(ConversationScopedViewSet):
     )
     def partial_update(self, request: Request, id: str) -> Response:
         """Through ``services.update_conversation``; 400 ``invalid_field`` for a body that is not
-        an object, another key or a bad value."""
-        try:
-            data = request.data
-        except (exceptions.ParseError, exceptions.UnsupportedMediaType):
-            raise InvalidField("the body must be a JSON object (application/json)") from None
-        except RequestDataTooBig:
-            raise InvalidField(
-                "the body is larger than the server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE); "
-                "metadata may hold at most MAX_METADATA_BYTES"
-            ) from None
+        a JSON object (an empty one included), another key or a bad value."""
+        data = read_json_object(request, expected="'title' and/or 'metadata'")
         fields = read_patch(data)
         try:
             updated = services.update_conversation(conversation=self.conversation, **fields)
@@ -260,6 +259,38 @@ class ConversationViewSet(ConversationScopedViewSet):
     def pending(self, request: Request, id: str) -> Response:
         """``{"pending": <PendingAsk> or null}``."""
         return Response({"pending": self.conversation.pending_ask})
+
+    @document(
+        summary="Answer the pending ask: save it as a user message and clear the ask",
+        params=[ID_PARAM],
+        request=docs.AnswerRequestSerializer,
+        responses={200: docs.AnswerResponseSerializer, 409: docs.ErrorSerializer, **WRITE_ERRORS},
+    )
+    def answer_pending(self, request: Request, id: str) -> Response:
+        """Through ``services.answer_pending_ask``: ``{"conversation": <detail>, "messages":
+        [<display rows of the saved user message>]}``. 400 ``invalid_field`` for a bad body,
+        409 ``no_pending_ask`` when no ask is pending or ``event_seq`` is stale (nothing written).
+        """
+        data = read_json_object(request, expected="'answer' and maybe 'event_seq'")
+        answer, event_seq = read_answer(data)
+        try:
+            rows = services.answer_pending_ask(
+                conversation=self.conversation, answer=answer, expected_event_seq=event_seq
+            )
+        except InvalidContent as error:
+            raise InvalidField(str(error)) from None
+        except NoPendingAsk:
+            raise PendingAskGone() from None
+        except ConversationNotFound:
+            raise ConversationGone() from None
+        except WriteConflict:
+            raise Unavailable() from None
+        return Response(
+            {
+                "conversation": detail_row(self.conversation),
+                "messages": [display_row(row) for row in rows],
+            }
+        )
 
     @document(
         summary="Tool calls, newest created first; optionally one status",

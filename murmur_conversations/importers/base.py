@@ -39,6 +39,7 @@ from murmur_conversations.importers.records import (
     compact_json,
     excerpt,
     first_text,
+    known,
 )
 from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall, ToolStatus
@@ -140,7 +141,7 @@ class _Writer:
     def ensure(self) -> Conversation:
         """The current conversation, created on its first write (title: the first user text)."""
         if self.conversation is None:
-            assert self.key is not None
+            key = known(self.key)
             title = next(
                 (
                     first_text(m.get("content"))
@@ -149,7 +150,6 @@ class _Writer:
                 ),
                 "",
             )
-            key = self.key
             self.conversation = _retry(
                 lambda: services.start_conversation(
                     owner=self.owner, title=title, source=self.source, external_id=key

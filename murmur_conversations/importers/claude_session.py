@@ -31,7 +31,9 @@ from murmur_conversations.importers.records import (
     Kept,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
+    known,
     parse_line,
     sha256_hex,
     unknown_key,
@@ -89,7 +91,8 @@ class ClaudeParser:
         stem = context.path_parts[-1] if context.path_parts else ""
         self.stem = stem.removesuffix(".jsonl") if stem.endswith(".jsonl") else ""
         self.key: str | None = None
-        self.held_lines: list[SourceLine] = []  # lines before the first key
+        # lines before the first key, with their parsed objects
+        self.held_lines: list[tuple[dict[str, Any], SourceLine]] = []
         self.assistant: dict[str, Any] | None = None  # the assistant message being merged
         self.assistant_line = 0
         self.given: set[str] = set()  # assistant message ids already given, per conversation
@@ -108,13 +111,12 @@ class ClaudeParser:
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One line: kept, and read when it is a main-chain message."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         key = self.fixed or _str(value.get(self.KEY_FIELD)) or self.key
         if key is None:
-            self.held_lines.append(line)
+            self.held_lines.append((value, line))
             return []
         out = self._switch(key)
         out.extend(self._read(value, line))
@@ -124,7 +126,7 @@ class ClaudeParser:
         """The merged message still open; lines held for want of a key."""
         out: list[Item] = []
         if self.held_lines:
-            first = self.held_lines[0].text
+            first = self.held_lines[0][1].text
             out.extend(self._switch(self.fixed or self.stem or sha256_hex(first)))
         out.extend(self._close())
         return out
@@ -138,9 +140,7 @@ class ClaudeParser:
         self.key = key
         out.append(Begin(key))
         held, self.held_lines = self.held_lines, []
-        for line in held:
-            value, _ = parse_line(line)
-            assert isinstance(value, dict)  # held lines parsed once already
+        for value, line in held:
             out.extend(self._read(value, line))
         return out
 
@@ -185,18 +185,18 @@ class ClaudeParser:
         held, self.assistant = self.assistant, None
         if held is None:
             return []
-        assert self.key is not None
+        key = known(self.key)
         out: list[Item] = []
         for n, message in enumerate(convert(held)):
             if n and "id" in message:
                 message = {k: v for k, v in message.items() if k != "id"}
-            message = with_id(self.key, (self.assistant_line - 1) * 8 + n, message)
+            message = with_id(key, (self.assistant_line - 1) * 8 + n, message)
             self.given.add(message["id"])
             out.append(Parsed(message, self.assistant_line))
         return out
 
     def _user(self, value: dict[str, Any], message: dict[str, Any], line: SourceLine) -> list[Item]:
-        assert self.key is not None
+        key = known(self.key)
         uuid = _str(value.get("uuid"))
         rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
         base = {"role": "user", "content": message.get("content", ""), **rest}
@@ -207,7 +207,7 @@ class ClaudeParser:
                 part = {**part, "injected": True}
             if uuid is not None:
                 part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
-            out.append(Parsed(with_id(self.key, (line.number - 1) * 8 + n, part), line.number))
+            out.append(Parsed(with_id(key, (line.number - 1) * 8 + n, part), line.number))
         return out
 
 

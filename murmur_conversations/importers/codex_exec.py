@@ -20,6 +20,7 @@ from murmur_conversations.importers.records import (
     Kept,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
     ToolUpdate,
     parse_line,
@@ -50,10 +51,9 @@ class ExecParser(HeldUntilKeyed):
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One stream line: kept, and read when it is an item event."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         kind = value.get("type")
         if (
             kind == "thread.started"
@@ -102,6 +102,8 @@ class ExecParser(HeldUntilKeyed):
             exit_code = item.get("exit_code")
             failed = status == "failed" or (isinstance(exit_code, int) and exit_code != 0)
             output = item.get("aggregated_output")
+            # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+            # (docs/formats.md), so it stays spelled as it always was.
             content = output if isinstance(output, str) else json.dumps(item, ensure_ascii=False)
             result = {
                 "role": "tool",

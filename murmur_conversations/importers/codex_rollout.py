@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from murmur_conversations import jsonenc
 from murmur_conversations.importers.records import (
     HeldUntilKeyed,
     Item,
     Kept,
     Parsed,
+    Problem,
     SourceLine,
     parse_line,
     unknown_key,
@@ -56,10 +58,12 @@ def _injected(role: Any, blocks: list[Any]) -> bool:
 
 
 def _arguments(value: Any) -> Any:
+    """JSON ``arguments`` text parsed, else kept as the string (also for NaN and nesting too deep
+    to read, as ``messages`` does for OpenAI arguments)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return jsonenc.loads(value)
+        except (ValueError, RecursionError):
             return value
     return value
 
@@ -97,6 +101,8 @@ def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
         }
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = payload.get("output", "")
+        # Not jsonenc: this text is stored content, hashed into the ids of imported messages
+        # (docs/formats.md), so it stays spelled as it always was.
         return {
             "role": "tool",
             "tool_call_id": payload.get("call_id"),
@@ -110,10 +116,9 @@ class RolloutParser(HeldUntilKeyed):
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One rollout line: kept, and read when it is a ``response_item``."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         kind = value.get("type")
         payload = value.get("payload")
         meta_id = (

@@ -22,6 +22,7 @@ from murmur_conversations.importers.records import (
     compact_json,
     excerpt,
     key_of_messages,
+    known,
     parse_json,
     parse_line,
     unknown_key,
@@ -71,8 +72,7 @@ class ListParser:
         return items
 
     def _jsonl(self, line: SourceLine) -> list[Item]:
-        message, problem = parse_line(line)
-        return self._take(problem if message is None else message, line.number)
+        return self._take(parse_line(line), line.number)
 
     def _read_document(self) -> list[Item]:
         lines, self.document = self.document, []
@@ -125,14 +125,14 @@ class ListParser:
         return items
 
     def _begin(self) -> list[Item]:
-        assert self.key is not None
+        key = known(self.key)
         if self.begun:
             return []
         self.begun = True
-        return [Begin(self.key)]
+        return [Begin(key)]
 
     def _items_of(self, entry: Any, line: int | None) -> list[Item]:
-        assert self.key is not None
+        key = known(self.key)
         self.index += 1
         if isinstance(entry, Problem):
             return [entry]
@@ -145,7 +145,7 @@ class ListParser:
         self.index -= 1
         items: list[Item] = self._begin()
         for message in self.convert(entry):
-            items.append(Parsed(with_id(self.key, self.index, message), line))
+            items.append(Parsed(with_id(key, self.index, message), line))
             self.index += 1
         return items
 

@@ -18,7 +18,9 @@ from murmur_conversations.importers.records import (
     Kept,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
+    known,
     parse_line,
     sha256_hex,
     unknown_key,
@@ -47,11 +49,10 @@ class MurmurParser:
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One line: a message (kept with its raw line), an unknown record, or a problem."""
-        value, problem = parse_line(line)
-        if problem is not None:
+        value = parse_line(line)
+        if isinstance(value, Problem):
             self.index += 1
-            return [problem]
-        assert value is not None
+            return [value]
         if self.key is None:
             if not isinstance(value.get("role"), str):
                 self.held.append((value, line))
@@ -77,9 +78,9 @@ class MurmurParser:
         return items
 
     def _items(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
-        assert self.key is not None
+        key = known(self.key)
         index, self.index = self.index, self.index + 1
-        begin: list[Item] = [] if self.begun else [Begin(self.key)]
+        begin: list[Item] = [] if self.begun else [Begin(key)]
         self.begun = True
         if not isinstance(value.get("role"), str):
             kind = value.get("type")
@@ -88,7 +89,7 @@ class MurmurParser:
                 *begin,
                 Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=True),
             ]
-        message = with_id(self.key, index, value)
+        message = with_id(key, index, value)
         return [
             *begin,
             Parsed(message, line.number),

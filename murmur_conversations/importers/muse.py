@@ -43,6 +43,7 @@ from murmur_conversations.importers.records import (
     StatusChange,
     ToolUpdate,
     excerpt,
+    known,
     parse_line,
     sha256_hex,
     unknown_key,
@@ -139,10 +140,9 @@ class MuseParser:
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One journal line: kept, and read when it is an envelope."""
-        value, problem = parse_line(line)
-        if problem is not None:
-            return [problem]
-        assert value is not None
+        value = parse_line(line)
+        if isinstance(value, Problem):
+            return [value]
         envelope = _envelope(value)
         payload_type = _str(value.get("payload_type"))
         kept = Kept(
@@ -194,14 +194,14 @@ class MuseParser:
 
     @property
     def session(self) -> _Session:
-        assert self.key is not None
-        return self.sessions[self.key]
+        key = known(self.key)
+        return self.sessions[key]
 
     def _message(self, message: dict[str, Any]) -> Parsed:
-        assert self.key is not None
+        key = known(self.key)
         index = (self.sequence - 1) * 2 + min(self.slot, 1)
         self.slot += 1
-        return Parsed(with_id(self.key, index, message), self.line)
+        return Parsed(with_id(key, index, message), self.line)
 
     def _problem(self, reason: str, payload: dict[str, Any]) -> Problem:
         return Problem(self.line, reason, excerpt(str(payload)))

@@ -1,5 +1,5 @@
 """Reading a source as lines: UTF-8 only, BOM and CRLF removed, blank lines skipped, a torn last
-line marked (docs/formats.md "Bad lines"; docs/formats.md). No Django here."""
+line marked (docs/formats.md, "What every import does"). No Django here."""
 
 from __future__ import annotations
 

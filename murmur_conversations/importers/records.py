@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from murmur_conversations import jsonenc
+
 #: How many characters of a bad line a report shows.
 EXCERPT_CHARS = 80
 
@@ -130,8 +132,8 @@ class Parser(Protocol):
 
 def canonical_json(value: Any) -> str:
     """docs/formats.md: ``json.dumps(value, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False)``; hash its UTF-8 bytes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    ensure_ascii=False)`` (:func:`jsonenc.canonical`); hash its UTF-8 bytes."""
+    return jsonenc.canonical(value)
 
 
 def sha256_hex(value: Any) -> str:
@@ -140,8 +142,10 @@ def sha256_hex(value: Any) -> str:
 
 
 def compact_json(value: Any) -> str:
-    """Compact JSON keeping key order and non-ASCII text (the export line format)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON keeping key order and non-ASCII text (the export line format), for the text of
+    imported input that is reported or kept verbatim: a non-finite number (``1e999`` read as
+    infinity) is written as Python spells it rather than losing the line."""
+    return jsonenc.dumps(value, allow_non_finite=True)
 
 
 def imported_id(key: str, index: int, message: dict[str, Any]) -> str:
@@ -176,16 +180,12 @@ def excerpt(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in short)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
     """``(value, None)`` for valid JSON text, else ``(None, reason)``; the reason names the column
     (and the line, for a ``document`` of several lines). NaN and Infinity are refused; so is
     nesting too deep to read."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant), None
+        return jsonenc.loads(text), None
     except json.JSONDecodeError as error:
         where = f"line {error.lineno} column {error.colno}" if document else f"column {error.colno}"
         return None, f"not JSON ({error.msg} at {where})"
@@ -193,19 +193,27 @@ def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
         return None, f"not JSON ({error})"
 
 
-def parse_line(line: SourceLine) -> tuple[dict[str, Any] | None, Problem | None]:
+def parse_line(line: SourceLine) -> dict[str, Any] | Problem:
     """The JSON object on ``line``, or the ``Problem`` that refuses it (a torn last line, text that
     is not JSON, or JSON that is not an object)."""
     value, reason = parse_json(line.text)
     if reason is not None:
         if not line.complete:
             reason = "torn last line (no final newline; the writer stopped mid-line)"
-        return None, Problem(line.number, reason, excerpt(line.text))
+        return Problem(line.number, reason, excerpt(line.text))
     if not isinstance(value, dict):
-        return None, Problem(
+        return Problem(
             line.number, f"a JSON {type(value).__name__}, not an object", excerpt(line.text)
         )
-    return value, None
+    return value
+
+
+def known(key: str | None) -> str:
+    """``key`` where a parser's conversation key is known by construction (items are released only
+    after it is); ``RuntimeError`` (a bug in the parser, never bad input) if it is not."""
+    if key is None:
+        raise RuntimeError("a parser used its conversation key before it was known")
+    return key
 
 
 def unknown_key(raw: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any, Final
 
@@ -13,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
+from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.realtime import layer_is_process_local, reads
 from murmur_conversations.realtime.groups import group_name
@@ -46,7 +46,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
-        return json.dumps(content, separators=(",", ":"))
+        """Frames are :func:`jsonenc.dumps` text: the value cap of ``frames`` is measured on
+        exactly these bytes (docs/websocket.md)."""
+        return jsonenc.dumps(content)
 
     # ------------------------------------------------------------------ connection
 
@@ -148,7 +150,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def tails(self) -> bool:
         """Whether this socket must poll the database: the layer cannot carry other processes'
-        events (docs/websocket.md, "Layers")."""
+        events (docs/websocket.md, "Deployment")."""
         return layer_is_process_local(self.channel_layer)
 
     def start_tail(self) -> None:

@@ -1,4 +1,4 @@
-"""Delivery to the channel layer off the write path (docs/websocket.md, "Delivery").
+"""Delivery to the channel layer off the write path (docs/websocket.md, "Deployment").
 
 Receivers call :meth:`Broadcaster.publish`, which only puts ``(group, message)`` on a bounded queue
 and returns at once; one daemon thread with its own event loop drains the queue with

@@ -54,6 +54,14 @@ class ConversationConsumer(LiveConsumer):
         self.lock = asyncio.Lock()
         self.behind = 0
 
+    @property
+    def conversation_pk(self) -> uuid.UUID:
+        """The conversation of this socket, known once ``connect`` passed the checks (everything
+        that reads it runs after that); ``RuntimeError`` before."""
+        if self.pk is None:
+            raise RuntimeError("this socket has no conversation yet")
+        return self.pk
+
     async def connect(self) -> None:
         await self.accept()
         if not await self.authenticate():
@@ -89,8 +97,8 @@ class ConversationConsumer(LiveConsumer):
         ``status_changed`` if the status or pending ask may have changed; more than 500 rows: one
         ``resync``. Leaves ``last_seen`` at the conversation's head."""
         upto = conversation.last_event_seq
-        assert self.pk is not None
-        changes = await database_sync_to_async(reads.changes)(self.pk, after=after, upto=upto)
+        pk = self.conversation_pk
+        changes = await database_sync_to_async(reads.changes)(pk, after=after, upto=upto)
         self.last_seen = upto
         if changes.rows is None:
             await self.send_json(frames.resync_frame(upto))
@@ -101,7 +109,7 @@ class ConversationConsumer(LiveConsumer):
                 if row.created_event_seq > after
                 else "display_message_updated"
             )
-            await self.send_json(frames.row_frame(kind, self.pk, row, row.event_seq))
+            await self.send_json(frames.row_frame(kind, pk, row, row.event_seq))
         current = (conversation.status, conversation.pending_ask)
         # Replay: the snapshot already holds the current status; a status change is announced when
         # some event of the range left no row behind. Gap fill: when it differs from what was sent.
@@ -116,8 +124,7 @@ class ConversationConsumer(LiveConsumer):
 
     async def fill(self) -> None:
         """Catch up from the database to its head (the lock is held)."""
-        assert self.pk is not None
-        conversation = await database_sync_to_async(reads.conversation)(self.pk)
+        conversation = await database_sync_to_async(reads.conversation)(self.conversation_pk)
         if conversation is None:
             await self.gone()
         elif conversation.last_event_seq > self.last_seen and not self.closed:
@@ -168,8 +175,7 @@ class ConversationConsumer(LiveConsumer):
     async def tail_once(self) -> None:
         """Read the head; when it was already ahead at the previous poll (so the live event is not
         coming: another process wrote), fill the gap from the database."""
-        assert self.pk is not None
-        pk = self.pk
+        pk = self.conversation_pk
         conversation = await shared_reads().read(
             ("conversation", pk),
             window=app_settings.db_tail_interval / 2,

@@ -8,10 +8,10 @@ becomes null and the frame gets ``"truncated": true``; REST serves the whole val
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any, Final
 
+from murmur_conversations import jsonenc
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 from murmur_conversations.representations import display_row, summary_row
 
@@ -26,8 +26,7 @@ def _too_big(value: Any) -> bool:
         return False
     if isinstance(value, str) and len(value) * 6 + 2 <= MAX_VALUE_BYTES:
         return False  # even escaped (6 bytes a character at most) it fits: skip encoding
-    encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(encoded.encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES
+    return jsonenc.size(value) > MAX_VALUE_BYTES
 
 
 def _capped_row(row: DisplayMessage) -> tuple[dict[str, Any], bool]:

@@ -1,4 +1,5 @@
-"""A process-local channel layer whose work grows linearly with the members reached (docs/websocket.md, "Layers"; docs/websocket.md).
+"""A process-local channel layer whose work grows linearly with the members reached
+(docs/websocket.md "Deployment").
 
 The stock ``InMemoryChannelLayer`` scans every channel and group on each receive and group send,
 so its cost grows with everything connected to the process. This layer keeps a reverse index from
@@ -22,6 +23,8 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
+__all__ = ["ProcessLocalChannelLayer"]
+
 
 class _Channel:
     __slots__ = ("messages", "waiters")
@@ -29,6 +32,11 @@ class _Channel:
     def __init__(self) -> None:
         self.messages: deque[tuple[float, dict[str, Any]]] = deque()
         self.waiters: list[tuple[asyncio.Future[None], asyncio.AbstractEventLoop]] = []
+
+
+def _check_message(message: Any) -> None:
+    if not isinstance(message, dict):
+        raise TypeError(f"a channel layer message is a dict, not {type(message).__name__}")
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -114,10 +122,13 @@ class ProcessLocalChannelLayer(BaseChannelLayer):  # type: ignore[misc]
     # ------------------------------------------------------------------ channel layer API
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        """Put a copy of ``message`` on ``channel``; ``ChannelFull`` when it holds ``capacity``."""
-        assert isinstance(message, dict), "message is not a dict"
+        """Put a copy of ``message`` on ``channel``; ``ChannelFull`` when it holds ``capacity``,
+        ``TypeError`` for a message that is not a dict or a bad channel name, ``ValueError`` for a
+        message carrying ``__asgi_channel__``."""
+        _check_message(message)
         self.require_valid_channel_name(channel)
-        assert "__asgi_channel__" not in message
+        if "__asgi_channel__" in message:
+            raise ValueError("a message sent to a channel cannot carry __asgi_channel__")
         copy = deepcopy(message)
         with self._lock:
             accepted, waiters = self._put(channel, copy, time.time())
@@ -182,8 +193,9 @@ class ProcessLocalChannelLayer(BaseChannelLayer):  # type: ignore[misc]
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         """Put a copy of ``message`` on every member of ``group``: one step per member; full members
-        are skipped and expired memberships end."""
-        assert isinstance(message, dict), "message is not a dict"
+        are skipped and expired memberships end. ``TypeError`` for a message that is not a dict
+        or a bad group name."""
+        _check_message(message)
         self.require_valid_group_name(group)
         with self._lock:
             members = list(self._groups.get(group, {}).items())
@@ -201,6 +213,16 @@ class ProcessLocalChannelLayer(BaseChannelLayer):  # type: ignore[misc]
                 _accepted, waiters = self._put(channel, copy, now)
                 to_wake.extend(waiters)
         self._wake_all(to_wake)
+
+    def group_members(self, group: str) -> list[str]:
+        """The channels in ``group`` now, without expiring anything (for inspection and tests)."""
+        with self._lock:
+            return sorted(self._groups.get(group, {}))
+
+    def channel_names(self) -> list[str]:
+        """The channels this layer holds state for now (messages or a waiting receiver)."""
+        with self._lock:
+            return sorted(self._channels)
 
     async def flush(self) -> None:
         """Forget every channel, message and group."""

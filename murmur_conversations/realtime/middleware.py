@@ -21,6 +21,14 @@ from django.contrib.auth.models import AnonymousUser
 from murmur_conversations.realtime.scope import query_values
 from murmur_conversations.tickets import redeem_ticket
 
+__all__ = [
+    "CookieOriginMiddleware",
+    "MurmurAuthMiddlewareStack",
+    "TicketMiddleware",
+    "allowed_origins",
+    "origin_allowed",
+]
+
 ASGIApp = Any
 
 

@@ -9,6 +9,10 @@ from django.urls import path, re_path
 
 from murmur_conversations.realtime.consumers import ConversationConsumer, UserStreamConsumer
 
+__all__ = [
+    "websocket_urlpatterns",
+]
+
 websocket_urlpatterns: list[Any] = [
     path("ws/conversations/", UserStreamConsumer.as_asgi()),
     path("ws/conversations/<str:id>/", ConversationConsumer.as_asgi()),

@@ -1,4 +1,4 @@
-"""Shared database reads for the database tail (docs/websocket.md, "Layers").
+"""Shared database reads for the database tail (docs/websocket.md, "Deployment").
 
 On a process-local layer every socket polls the database every ``DB_TAIL_INTERVAL``. Sockets of the
 same conversation (or user) in one process ask the same question at nearly the same time, so a

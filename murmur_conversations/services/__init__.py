@@ -1,21 +1,34 @@
 """The write path (docs/write-path.md): the only code that writes rows.
 
-Every function is atomic, locks the conversation row while it assigns numbers, takes keyword-only
-arguments, accepts a ``Conversation`` or its id, takes exactly one new ``event_seq`` when it changes
-the conversation, and sends its signals only after commit. Async callers use the ``a``-prefixed
-wrappers (``sync_to_async``). Behaviour follows the sagents ``DisplayMessagePersistence`` (display
-rows, tool status lifecycle, synthetic messages), the murmur conversation record (append-only,
-de-duplicated by id) and agentfootprint's session store (owner rule, pending ask).
+Every service takes keyword-only arguments and accepts a ``Conversation`` or its id where it takes
+a conversation. The services that change one conversation (``start_conversation``,
+``save_message``, ``save_messages``, ``save_synthetic_message``, ``update_tool_status``,
+``resolve_tool_result``, ``update_conversation``, ``set_status``, ``cancel_run``,
+``delete_conversation``) are atomic, lock the conversation row while they assign numbers, take
+exactly one new ``event_seq`` when they change the conversation, and send their signals only after
+commit; nothing is written when they raise. ``save_source_records`` is atomic and locks too, but
+takes no event_seq and sends no signal. Three are not one transaction:
 
-The verbs live in small modules (``conversations``, ``appending``, ``tools``, ``runs``,
-``deletion``); import them from here.
+- ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
+- ``purge_conversations`` deletes each conversation in its own transaction (``delete_conversation``);
+- ``recover_interrupted`` recovers each conversation in its own locked transaction.
+
+An error part way through the last two leaves the conversations already done as they are.
+
+Async callers use the ``a``-prefixed wrappers (``sync_to_async``), one per service. Behaviour
+follows the sagents ``DisplayMessagePersistence`` (display rows, tool status lifecycle, synthetic
+messages), the murmur conversation record (append-only, de-duplicated by id) and agentfootprint's
+session store (owner rule, pending ask).
+
+Import the services from here. The modules of this package (the verbs in ``conversations``,
+``appending``, ``tools``, ``runs``, ``deletion``; the machinery in ``writing``, ``lifecycle``,
+``fastpath``) are private to it and may change in any release.
 """
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
-from murmur_conversations.services._common import ALLOWED_MOVES, UNSET
 from murmur_conversations.services.appending import (
     save_message,
     save_messages,
@@ -23,24 +36,37 @@ from murmur_conversations.services.appending import (
     save_synthetic_message,
 )
 from murmur_conversations.services.conversations import (
+    UNSET,
     broadcast_delta,
     set_status,
     start_conversation,
     update_conversation,
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
-from murmur_conversations.services.runs import cancel_run, recover_interrupted
+from murmur_conversations.services.lifecycle import ALLOWED_MOVES
+from murmur_conversations.services.runs import (
+    MAX_ANSWER_CHARS,
+    answer_pending_ask,
+    cancel_run,
+    recover_interrupted,
+)
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
 
 __all__ = [
     "ALLOWED_MOVES",
+    "MAX_ANSWER_CHARS",
     "UNSET",
+    "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
+    "answer_pending_ask",
+    "apurge_conversations",
+    "arecover_interrupted",
     "aresolve_tool_result",
     "asave_message",
     "asave_messages",
+    "asave_source_records",
     "asave_synthetic_message",
     "aset_status",
     "astart_conversation",
@@ -65,11 +91,15 @@ __all__ = [
 astart_conversation = sync_to_async(start_conversation)
 asave_message = sync_to_async(save_message)
 asave_messages = sync_to_async(save_messages)
+asave_source_records = sync_to_async(save_source_records)
 aupdate_tool_status = sync_to_async(update_tool_status)
 aresolve_tool_result = sync_to_async(resolve_tool_result)
 asave_synthetic_message = sync_to_async(save_synthetic_message)
 aupdate_conversation = sync_to_async(update_conversation)
 aset_status = sync_to_async(set_status)
 acancel_run = sync_to_async(cancel_run)
+aanswer_pending_ask = sync_to_async(answer_pending_ask)
 adelete_conversation = sync_to_async(delete_conversation)
+apurge_conversations = sync_to_async(purge_conversations)
+arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)

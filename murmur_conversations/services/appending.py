@@ -9,16 +9,7 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
-from murmur_conversations import _fastpath
-from murmur_conversations._write import (
-    ConversationRef,
-    Write,
-    conversation_pk,
-    copy_state,
-    database_errors,
-    lock_conversation,
-    writing,
-)
+import murmur_conversations.services.fastpath as fastpath  # a module, so tests can swap eligible()
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -36,12 +27,15 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services._common import (
-    _call_row_metadata,
-    _move_call,
-    _new_row,
-    _save_calls,
-    _save_rows,
+from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
+from murmur_conversations.services.writing import (
+    ConversationRef,
+    Write,
+    conversation_pk,
+    copy_state,
+    database_errors,
+    lock_conversation,
+    writing,
 )
 from murmur_conversations.validation import (
     check_display_content,
@@ -95,9 +89,7 @@ def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
 def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> None:
     """Add the display rows, calls and call changes of one new message to ``batch``."""
     for part in display_parts(message):
-        row = _new_row(
-            write,
-            message,
+        row = write.new_row(
             message_type=part.message_type,
             content_type=part.content_type,
             content=part.content,
@@ -122,9 +114,7 @@ def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> No
         )
         batch.calls[call_id] = call
         batch.new_calls.append(call)
-        row = _new_row(
-            write,
-            message,
+        row = write.new_row(
             message_type=MessageType.ASSISTANT,
             content_type=ContentType.TOOL_CALL,
             status=ToolStatus.PENDING,
@@ -154,15 +144,13 @@ def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> Non
         else:
             status = ToolStatus.COMPLETED
         if status != call.status:
-            _move_call(write, call, status, result=message.content, error=message.content)
+            move_call(write, call, status, result=message.content, error=message.content)
             row = batch.call_rows.get(call.call_id)
             if row is not None:
-                _call_row_metadata(row, call)
+                update_card(row, call)
                 if row.pk is not None:
                     write.mark_updated(row)
-    row = _new_row(
-        write,
-        message,
+    row = write.new_row(
         message_type=MessageType.TOOL,
         content_type=ContentType.TOOL_RESULT,
         status=ToolStatus.COMPLETED,
@@ -254,8 +242,8 @@ def save_messages(
             raise InvalidContent(f"message {index}: {error}") from error
     records = list(source_records or ())
     using = router.db_for_write(Conversation)
-    if _fastpath.eligible(connections[using].vendor, normalized, bool(records)):
-        appended = _fastpath.try_append(
+    if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
+        appended = fastpath.try_append(
             conversation_pk=conversation_pk(conversation),
             using=using,
             messages=normalized,
@@ -287,16 +275,8 @@ def save_messages(
             if not source:
                 raise InvalidContent("source_records need the 'source' format name")
             _insert_source_records(write, _source_record_objects(conv, source, records))
-        if not fresh:
-            return list(
-                DisplayMessage.objects.using(write.using)
-                .filter(message_id__in=existing.values())
-                .select_related("tool_call")
-                .order_by("seq")
-            )
-        batch = _load_batch(write, fresh)
-        rows = _write_messages(write, batch, fresh)
-        if existing:
+        rows = _write_messages(write, _load_batch(write, fresh), fresh) if fresh else []
+        if existing:  # the rows of the known messages, which this call returns too
             rows = sorted(
                 [
                     *rows,
@@ -313,7 +293,7 @@ def _write_messages(
     write: Write, batch: _Batch, fresh: list[NormalizedMessage]
 ) -> list[DisplayMessage]:
     conv = write.conversation
-    event_seq = write.take_event()
+    write.take_event()
     record: dict[int, Message] = {}
     for message in fresh:
         conv.record_length += 1
@@ -331,7 +311,6 @@ def _write_messages(
             created_at=write.now,
         )
         _plan_message(write, batch, message)
-    assert write.event_seq == event_seq
     Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
     ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
     new_rows: list[DisplayMessage] = []
@@ -341,12 +320,19 @@ def _write_messages(
         new_rows.append(row)
     DisplayMessage.objects.using(write.using).bulk_create(new_rows, batch_size=1000)
     new_calls = {id(call) for call in batch.new_calls}
-    _save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
-    _save_rows(write, list(write.updated.values()))
+    save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
+    write.save_rows(list(write.updated.values()))
     write.created.extend(new_rows)
     # Every call whose status moved is announced, including new calls already finished here.
     write.calls_changed = {call.pk: call for call in write.calls_changed.values()}
     return new_rows
+
+
+def append_in_write(write: Write, messages: list[NormalizedMessage]) -> list[DisplayMessage]:
+    """Inside another service's ``writing`` block: append ``messages`` (normalized, with fresh
+    ids) to the record with their display rows, under that call's lock and event_seq, as
+    ``save_messages`` does. Returns the new display rows; the caller's ``Write`` announces them."""
+    return _write_messages(write, _load_batch(write, messages), messages)
 
 
 def save_message(*, conversation: ConversationRef, message: dict[str, Any]) -> list[DisplayMessage]:
@@ -398,9 +384,7 @@ def save_synthetic_message(
         {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
     )
     with writing(conversation) as write:
-        row = _new_row(
-            write,
-            None,
+        row = write.new_row(
             message_type=message_type,
             content_type=content_type,
             content=content,

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
 
 from murmur_conversations import signals
-from murmur_conversations._write import (
-    ConversationRef,
-    conversation_pk,
-    database_errors,
-    send,
-    send_on_commit,
-    writing,
-)
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     ConversationNotFound,
@@ -28,9 +20,14 @@ from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
 )
-from murmur_conversations.services._common import (
-    UNSET,
-    _owner_pk,
+from murmur_conversations.services.writing import (
+    ConversationRef,
+    conversation_pk,
+    database_errors,
+    owner_pk,
+    send,
+    send_on_commit,
+    writing,
 )
 from murmur_conversations.validation import (
     check_object,
@@ -39,16 +36,25 @@ from murmur_conversations.validation import (
 )
 
 
-def _claim(conversation: Conversation, owner_pk: Any) -> Conversation:
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: Default of ``update_conversation`` fields: leave the field as it is.
+UNSET: Final[Any] = _Unset()
+
+
+def _claim(conversation: Conversation, owner_id: Any) -> Conversation:
     """agentfootprint's write-once owner rule: none + X -> X; X + none/X -> X; X + Y -> conflict."""
-    if owner_pk is None or conversation.owner_id == owner_pk:
+    if owner_id is None or conversation.owner_id == owner_id:
         return conversation
     if conversation.owner_id is not None:
         raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
     with writing(conversation) as write:
-        if write.conversation.owner_id not in (None, owner_pk):
+        if write.conversation.owner_id not in (None, owner_id):
             raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
-        write.conversation.owner_id = owner_pk
+        write.conversation.owner_id = owner_id
         write.extra_fields.add("owner")
         write.take_event()
     return conversation
@@ -72,7 +78,7 @@ def start_conversation(
     ``InvalidContent``). Concurrent calls with the same id or key return one conversation and never
     raise ``IntegrityError``. A creation sends ``conversation_saved`` with event_seq 0.
     """
-    owner_pk = _owner_pk(owner)
+    new_owner = owner_pk(owner)
     title = check_short_string(title, what="title")
     metadata = check_object(
         {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
@@ -86,7 +92,9 @@ def start_conversation(
         if pk is not None:
             return manager.filter(pk=pk).first()
         if external_id:
-            return manager.filter(owner_id=owner_pk, source=source, external_id=external_id).first()
+            return manager.filter(
+                owner_id=new_owner, source=source, external_id=external_id
+            ).first()
         return None
 
     using = router.db_for_write(Conversation)
@@ -94,12 +102,12 @@ def start_conversation(
         for _attempt in range(3):
             existing = find()
             if existing is not None:
-                return _claim(existing, owner_pk)
+                return _claim(existing, new_owner)
             try:
                 with transaction.atomic(using=using):  # a lost race rolls back only this
                     conversation = manager.create(
                         **({"pk": pk} if pk is not None else {}),
-                        owner_id=owner_pk,
+                        owner_id=new_owner,
                         title=title,
                         metadata=metadata,
                         source=source,
@@ -114,7 +122,7 @@ def start_conversation(
     existing = find()
     if existing is None:
         raise ConversationNotFound("the conversation could not be created or found")
-    return _claim(existing, owner_pk)
+    return _claim(existing, new_owner)
 
 
 def update_conversation(
@@ -164,6 +172,7 @@ def set_status(
 
     ``status`` one of ``ConversationStatus`` (else ``InvalidStatus``); an ask only with ``paused``
     or ``interrupted`` (else ``InvalidPendingAsk``). The same status and ask again is a no-op.
+    A new, changed or cleared ask records this call's event_seq in ``pending_ask_event_seq``.
     """
     if status not in ConversationStatus.values:
         raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
@@ -174,6 +183,9 @@ def set_status(
     with writing(conversation) as write:
         locked = write.conversation
         if locked.status != status or locked.pending_ask != pending_ask:
+            if locked.pending_ask != pending_ask:
+                locked.pending_ask_event_seq = write.take_event()
+                write.extra_fields.add("pending_ask_event_seq")
             locked.status, locked.pending_ask = status, pending_ask
             write.extra_fields |= {"status", "pending_ask"}
             write.take_event()

@@ -9,13 +9,6 @@ from django.db import router, transaction
 from django.utils import timezone
 
 from murmur_conversations import signals
-from murmur_conversations._write import (
-    ConversationRef,
-    conversation_pk,
-    database_errors,
-    lock_conversation,
-    send_on_commit,
-)
 from murmur_conversations.exceptions import (
     ConversationNotFound,
 )
@@ -26,8 +19,13 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
-from murmur_conversations.services._common import (
-    _owner_pk,
+from murmur_conversations.services.writing import (
+    ConversationRef,
+    conversation_pk,
+    database_errors,
+    lock_conversation,
+    owner_pk,
+    send_on_commit,
 )
 
 _DELETE_BATCH: Final = 2000
@@ -71,7 +69,7 @@ def purge_conversations(
         raise ValueError("limit must be a positive integer")
     matching = Conversation.objects.all()
     if owner is not None:
-        matching = matching.filter(owner_id=_owner_pk(owner))
+        matching = matching.filter(owner_id=owner_pk(owner))
     if older_than is not None:
         matching = matching.filter(saved_at__lt=timezone.now() - older_than)
     ids = list(matching.order_by("saved_at", "pk").values_list("pk", flat=True)[: limit + 1])

@@ -1,19 +1,18 @@
-"""Agent runs: cancelling one, and recovering runs whose worker went away."""
+"""Agent runs: answering the pending ask, cancelling a run, recovering runs whose worker went away."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any, Final
 
 from django.db.models import Q
 from django.utils import timezone
 
-from murmur_conversations._write import (
-    ConversationRef,
-    Write,
-    conversation_pk,
-    writing,
-)
+from murmur_conversations import signals
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import InvalidContent, NoPendingAsk
+from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import (
     OPEN_TOOL_STATUSES,
     ContentType,
@@ -25,13 +24,88 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services._common import (
-    _call_row_metadata,
-    _move_call,
-    _new_row,
-    _save_calls,
-    _save_rows,
+from murmur_conversations.services.appending import append_in_write
+from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
+from murmur_conversations.services.writing import (
+    ConversationRef,
+    Write,
+    conversation_pk,
+    send_on_commit,
+    writing,
 )
+from murmur_conversations.validation import clean_text
+
+#: The longest answer to a pending ask, in characters (docs/write-path.md).
+MAX_ANSWER_CHARS: Final = 10_000
+
+
+def _check_answer(answer: Any) -> str:
+    """The answer as it will be saved: a string, repaired like all text, not blank, at most
+    ``MAX_ANSWER_CHARS`` characters; ``InvalidContent`` otherwise."""
+    if not isinstance(answer, str):
+        raise InvalidContent(f"the answer must be a string, not {type(answer).__name__}")
+    text = clean_text(answer)
+    if not text.strip():
+        raise InvalidContent("the answer must not be empty or blank")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise InvalidContent(f"the answer may hold at most {MAX_ANSWER_CHARS} characters")
+    return text
+
+
+def answer_pending_ask(
+    *, conversation: ConversationRef, answer: str, expected_event_seq: int | None = None
+) -> list[DisplayMessage]:
+    """Answer the conversation's pending ask (agentfootprint ``PendingAsk``) on behalf of its
+    owner: save ``{"role": "user", "content": answer}`` to the record, clear the pending ask and
+    set the status to ``idle``, all under the lock with one event_seq. The host's agent runtime
+    resumes the run on ``signals.pending_answered`` (sent after commit, after the usual
+    ``display_messages_saved``, ``status_changed`` and ``conversation_saved``) and sets
+    ``running`` itself. Returns the display rows of the saved message.
+
+    ``answer``: a non-blank string of at most ``MAX_ANSWER_CHARS`` characters, NULs and lone
+    surrogates repaired (else ``InvalidContent``). ``expected_event_seq``: the conversation's
+    event_seq at which the caller saw the ask; when the ask was set or changed after it the answer
+    is stale. Raises ``NoPendingAsk`` (no ask, or a stale answer), ``InvalidContent``,
+    ``ConversationNotFound``, ``WriteConflict``; nothing is written when it raises
+    (docs/write-path.md "Answering a pending ask").
+    """
+    text = _check_answer(answer)
+    if expected_event_seq is not None and (
+        isinstance(expected_event_seq, bool)
+        or not isinstance(expected_event_seq, int)
+        or expected_event_seq < 0
+    ):
+        raise InvalidContent("expected_event_seq must be an integer >= 0 or None")
+    message = normalize_message(
+        {"role": "user", "content": text}, max_content_bytes=app_settings.max_content_bytes
+    )
+    with writing(conversation) as write:
+        conv = write.conversation
+        ask = conv.pending_ask
+        if ask is None:
+            raise NoPendingAsk(f"conversation {conv.pk} has no pending ask to answer")
+        if expected_event_seq is not None and conv.pending_ask_event_seq > expected_event_seq:
+            raise NoPendingAsk(
+                f"the pending ask of conversation {conv.pk} was set or changed at event_seq "
+                f"{conv.pending_ask_event_seq}, after {expected_event_seq}"
+            )
+        rows = append_in_write(write, [message])
+        conv.status, conv.pending_ask = ConversationStatus.IDLE, None
+        conv.pending_ask_event_seq = write.take_event()
+        write.extra_fields |= {"status", "pending_ask", "pending_ask_event_seq"}
+        write.status_changed = True
+    # Queued after the with block, so after the call's own signals: at once when no outer
+    # transaction is open (this one has committed), else when the outer one commits.
+    send_on_commit(
+        signals.pending_answered,
+        write.using,
+        conversation=write.conversation,
+        ask=ask,
+        answer=text,
+        rows=rows,
+        event_seq=write.event_seq,
+    )
+    return rows
 
 
 def _close_calls(write: Write, status: str, reason: str, statuses: Iterable[str]) -> None:
@@ -43,19 +117,19 @@ def _close_calls(write: Write, status: str, reason: str, statuses: Iterable[str]
     if not calls:
         return
     for call in calls:
-        _move_call(write, call, status, interrupt_reason=reason)
-    _save_calls(write, calls)
+        move_call(write, call, status, interrupt_reason=reason)
+    save_calls(write, calls)
+    by_pk: dict[int | None, ToolCall] = {call.pk: call for call in calls}
     rows = list(
-        DisplayMessage.objects.using(write.using)
-        .filter(tool_call__in=calls, content_type=ContentType.TOOL_CALL)
-        .select_related("tool_call")
+        DisplayMessage.objects.using(write.using).filter(
+            tool_call__in=calls, content_type=ContentType.TOOL_CALL
+        )
     )
     for row in rows:
-        assert row.tool_call is not None
-        row.tool_call = write.calls_changed[row.tool_call.pk]
-        _call_row_metadata(row, row.tool_call)
+        row.tool_call = call = by_pk[row.tool_call_id]  # the moved instance, not a second read
+        update_card(row, call)
         write.mark_updated(row)
-    _save_rows(write, rows)
+    write.save_rows(rows)
 
 
 def cancel_run(*, conversation: ConversationRef) -> Conversation:
@@ -73,9 +147,7 @@ def cancel_run(*, conversation: ConversationRef) -> Conversation:
         if conv.status == ConversationStatus.CANCELLED and not open_calls:
             return conv
         _close_calls(write, ToolStatus.CANCELLED, "", OPEN_TOOL_STATUSES)
-        row = _new_row(
-            write,
-            None,
+        row = write.new_row(
             message_type=MessageType.SYSTEM,
             content_type=ContentType.NOTIFICATION,
             status=ToolStatus.COMPLETED,
@@ -84,6 +156,9 @@ def cancel_run(*, conversation: ConversationRef) -> Conversation:
         )
         row.save(using=write.using, force_insert=True)
         write.created.append(row)
+        if conv.pending_ask is not None:
+            conv.pending_ask_event_seq = write.take_event()
+            write.extra_fields.add("pending_ask_event_seq")
         conv.status, conv.pending_ask = ConversationStatus.CANCELLED, None
         write.extra_fields |= {"status", "pending_ask"}
         write.status_changed = True

@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from murmur_conversations._write import (
-    ConversationRef,
-    Write,
-    writing,
-)
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -23,13 +18,13 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services._common import (
-    _CALL_FIELDS,
+from murmur_conversations.services.lifecycle import (
     ALLOWED_MOVES,
-    _call_row_metadata,
-    _move_call,
-    _save_rows,
+    CALL_FIELDS,
+    move_call,
+    update_card,
 )
+from murmur_conversations.services.writing import ConversationRef, Write, writing
 from murmur_conversations.validation import (
     check_short_string,
     check_size,
@@ -93,7 +88,7 @@ def update_tool_status(
             raise InvalidToolTransition(
                 f"tool call {call.call_id!r} cannot move from {call.status} to {status}"
             )
-        _move_call(
+        move_call(
             write,
             call,
             status,
@@ -103,14 +98,14 @@ def update_tool_status(
             error=info.get("error"),
             interrupt_reason=reason,
         )
-        call.save(using=write.using, update_fields=_CALL_FIELDS)
+        call.save(using=write.using, update_fields=CALL_FIELDS)
         if row is None:  # a call without a card (cannot happen through these services)
             raise ToolCallNotFound(f"tool call {call.call_id!r} has no display row")
         if name:
             row.content = {**row.content, "name": name}
-        _call_row_metadata(row, call)
+        update_card(row, call)
         write.mark_updated(row)
-        _save_rows(write, [row])
+        write.save_rows([row])
     return row
 
 
@@ -145,11 +140,11 @@ def resolve_tool_result(
         write.mark_updated(row)
         changed = [row]
         if call.status not in TERMINAL_TOOL_STATUSES:
-            _move_call(write, call, ToolStatus.COMPLETED, result=result_content)
-            call.save(using=write.using, update_fields=_CALL_FIELDS)
+            move_call(write, call, ToolStatus.COMPLETED, result=result_content)
+            call.save(using=write.using, update_fields=CALL_FIELDS)
             if card is not None:
-                _call_row_metadata(card, call)
+                update_card(card, call)
                 write.mark_updated(card)
                 changed.append(card)
-        _save_rows(write, changed)
+        write.save_rows(changed)
     return row

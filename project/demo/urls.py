@@ -1,4 +1,5 @@
-"""URLs of the demo page: ``/`` (the page) and ``/demo/run-agent/`` (the button's POST)."""
+"""URLs of the demo page: ``/`` (the page), ``/demo/run-agent/`` (the button's POST) and
+``/favicon.ico`` (for pages without an icon link, such as the admin's)."""
 
 from __future__ import annotations
 
@@ -11,4 +12,5 @@ app_name = "demo"
 urlpatterns = [
     path("", views.index, name="index"),
     path("demo/run-agent/", views.run_agent, name="run-agent"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

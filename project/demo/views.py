@@ -14,8 +14,15 @@ from datetime import datetime
 
 from django.contrib.auth.decorators import login_required
 from django.db import close_old_connections, connections
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -28,7 +35,8 @@ logger = logging.getLogger("project.demo")
 
 #: At most this many demo runs play at once in one server process.
 MAX_RUNS = 4
-_runs = threading.BoundedSemaphore(MAX_RUNS)
+#: The slots of the playing runs (a run holds one while it plays; tests swap in their own).
+run_slots = threading.BoundedSemaphore(MAX_RUNS)
 
 
 def agent_delay() -> float:
@@ -46,6 +54,13 @@ def index(request: HttpRequest) -> HttpResponse:
     return render(request, "demo/index.html")
 
 
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: where browsers look on pages without an icon link (the admin's); a
+    redirect to the demo's icon, so they do not log a 404 on every page."""
+    return HttpResponsePermanentRedirect(static("demo/favicon.svg"))
+
+
 def _play(conversation: Conversation, delay: float) -> None:
     """Thread body: play the scripted run, log a failure, always release DB connections."""
     try:
@@ -55,7 +70,7 @@ def _play(conversation: Conversation, delay: float) -> None:
         logger.exception("the demo agent run into %s failed", conversation.pk)
     finally:
         connections.close_all()
-        _runs.release()
+        run_slots.release()
 
 
 @require_POST
@@ -66,7 +81,7 @@ def run_agent(request: HttpRequest) -> HttpResponse:
     Answers JSON ``{"conversation_id"}`` (202) to scripts, a redirect to the page otherwise;
     429 when ``MAX_RUNS`` runs are already playing."""
     wants_json = "application/json" in request.headers.get("Accept", "")
-    if not _runs.acquire(blocking=False):
+    if not run_slots.acquire(blocking=False):
         message = "Several demo runs are already playing; try again in a few seconds."
         if wants_json:
             return JsonResponse({"detail": message}, status=429)
@@ -84,7 +99,7 @@ def run_agent(request: HttpRequest) -> HttpResponse:
         )
         thread.start()
     except BaseException:
-        _runs.release()
+        run_slots.release()
         raise
     if wants_json:
         return JsonResponse({"conversation_id": str(conversation.pk)}, status=202)

@@ -1,9 +1,12 @@
-"""The demo page's views (docs/demo.md): login required, the page shell, the login page, and the
-"Run demo agent" button that plays the scripted run in a background thread of the server."""
+"""The demo page's views (docs/demo.md): login required, the page shell, the login page, the
+"Run demo agent" button that plays the scripted run in a background thread of the server, and the
+Content-Security-Policy of the demo's pages and the admin (with no inline code for it to block)."""
 
 from __future__ import annotations
 
+import re
 import threading
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import NoReturn
 
@@ -11,9 +14,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from project.demo import views
-from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
+from project.settings import CSP_DIRECTIVES
+from tests.helpers import MakeConversation, MakeUser, Response, assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,8 +123,8 @@ def test_run_agent_without_script_redirects_to_the_page(
 def test_run_agent_refuses_when_busy(
     client: Client, user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
-    assert views._runs.acquire(blocking=False)
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
+    assert views.run_slots.acquire(blocking=False)
     client.force_login(user)
     response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
     assert response.status_code == 429
@@ -135,12 +140,12 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(
         raise RuntimeError("agent exploded")
 
     monkeypatch.setattr(views, "run_demo_agent", boom)
-    monkeypatch.setattr(views, "_runs", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
     client.force_login(user)
     assert client.post("/demo/run-agent/", HTTP_ACCEPT="application/json").status_code == 202
     join_demo_runs()
     assert "agent exploded" in caplog.text
-    assert views._runs.acquire(blocking=False)  # the slot came back
+    assert views.run_slots.acquire(blocking=False)  # the slot came back
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
@@ -149,3 +154,127 @@ def test_agent_delay_from_the_environment(
 ) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
     assert views.agent_delay() == expected
+
+
+class InlineCode(HTMLParser):
+    """What a page carries that ``script-src 'self'`` / ``style-src 'self'`` would block: inline
+    scripts, <style> elements, style attributes, event-handler attributes, javascript: URLs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self._script_without_src = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        names = dict(attrs)
+        self._script_without_src = tag == "script" and not names.get("src")
+        if tag == "style":
+            self.found.append("<style>")
+        for name, value in attrs:
+            if name == "style" or name.startswith("on"):
+                self.found.append(f"<{tag} {name}=...>")
+            if name in ("href", "src", "action") and (value or "").strip().lower().startswith(
+                "javascript:"
+            ):
+                self.found.append(f"<{tag} {name}=javascript:...>")
+
+    def handle_data(self, data: str) -> None:
+        if self._script_without_src and data.strip():
+            self.found.append(f"inline script {data.strip()[:40]!r}")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._script_without_src = False
+
+
+def inline_code(html: str) -> list[str]:
+    parser = InlineCode()
+    parser.feed(html)
+    return parser.found
+
+
+@pytest.mark.parametrize(
+    ("html", "found"),
+    [
+        ('<script src="/s.js"></script><p class="x">ok</p>', []),
+        ("<script>alert(1)</script>", ["inline script 'alert(1)'"]),
+        ("<style>p{}</style>", ["<style>"]),
+        ('<p style="color:red">', ["<p style=...>"]),
+        ('<button onclick="go()">', ["<button onclick=...>"]),
+        ('<a href=" JavaScript:go()">', ["<a href=javascript:...>"]),
+    ],
+)
+def test_the_inline_code_finder(html: str, found: list[str]) -> None:
+    assert inline_code(html) == found
+
+
+def policy(response: Response) -> dict[str, list[str]]:
+    header = response.headers["Content-Security-Policy"]
+    return {
+        directive.split()[0]: directive.split()[1:]
+        for directive in (part.strip() for part in header.split(";"))
+        if directive
+    }
+
+
+def test_pages_send_the_policy_and_carry_no_inline_code(
+    client: Client, user: User, make_conversation: MakeConversation
+) -> None:
+    conversation = make_conversation(title="Policy check")
+    services.save_message(conversation=conversation, message={"role": "user", "content": "hi"})
+    user.is_staff = user.is_superuser = True
+    user.save()
+    pages = ["/accounts/login/", "/admin/login/"]
+    for url in pages:
+        response = client.get(url)
+        assert response.status_code == 200
+        assert inline_code(response.content.decode()) == [], url
+    client.force_login(user)
+    admin_pages = [
+        "/",
+        "/admin/",
+        "/admin/murmur_conversations/conversation/",
+        f"/admin/murmur_conversations/conversation/{conversation.pk}/change/",
+        f"/admin/murmur_conversations/conversation/{conversation.pk}/delete/",
+        "/admin/murmur_conversations/displaymessage/",
+        "/admin/auth/user/",
+        f"/admin/auth/user/{user.pk}/change/",
+        "/admin/auth/group/add/",
+    ]
+    for url in [*pages, *admin_pages]:
+        response = client.get(url, follow=True)
+        assert response.status_code == 200, url
+        assert policy(response) == CSP_DIRECTIVES, url
+        assert inline_code(response.content.decode()) == [], url
+    for sources in CSP_DIRECTIVES.values():
+        assert not {"'unsafe-inline'", "'unsafe-eval'", "*"} & set(sources)
+
+
+def test_the_api_answers_with_the_policy_too(
+    client: Client, user: User, conversation: Conversation
+) -> None:
+    client.force_login(user)
+    response = client.get(f"/api/conversations/{conversation.pk}/")
+    assert response.status_code == 200
+    assert policy(response)["default-src"] == ["'self'"]
+
+
+def test_the_script_builds_no_code_or_styles_from_strings() -> None:
+    from django.contrib.staticfiles import finders
+
+    found = finders.find("demo/demo.js")
+    assert found
+    script = Path(found).read_text(encoding="utf-8")
+    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(", "new Function"):
+        assert forbidden not in script
+    # Styles come from demo.css through class names; a style attribute would meet style-src.
+    assert not re.search(r"\.style\b|setAttribute\(\s*[\"']style", script)
+
+
+def test_favicon_redirects_to_the_demo_icon(client: Client) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"] == "/static/demo/favicon.svg"
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("demo/favicon.svg")

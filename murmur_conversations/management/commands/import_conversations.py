@@ -7,7 +7,6 @@ and for usage errors (unknown owner or format, ``--follow`` with several sources
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ from murmur_conversations.importers.reading import (
     spool,
 )
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
+from murmur_conversations.realtime import layer_is_process_local
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
 FOLLOW_POLL_SECONDS: Final = 0.25
@@ -35,7 +35,7 @@ FOLLOW_POLL_SECONDS: Final = 0.25
 PROCESS_LOCAL_NOTE: Final = (
     "note: the channel layer is process-local: browsers get the durable messages of this import "
     "through database tailing, but streamed text (deltas) reaches them only with a shared layer; "
-    "set REDIS_URL (channels_redis) to see it live."
+    "set CHANNEL_LAYERS to one (channels_redis, docs/websocket.md) to see it live."
 )
 #: A progress bar is shown on a terminal, or for sources at least this large (bytes).
 LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
@@ -189,29 +189,10 @@ class Command(BaseCommand):
             total = stream.tell()
             stream.seek(0)
             lines = _progress(iter_lines(stream), total, name)
-            source = fmt
-            if fmt == "auto":
-                detected, head = registry.detect(lines)
-                if detected is None:
-                    if head:
-                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
-                        return None
-                    detected = "murmur"  # an empty source: nothing to tell, nothing to import
-                source = detected
-                lines = _chain(head, lines)
-            else:
-                detected, head = registry.detect(lines)
-                lines = _chain(head, lines)
-                if _contradicts(fmt, detected):
-                    self._report(
-                        name,
-                        Problem(
-                            None,
-                            f"refused whole: this looks like {detected}, not {fmt}; "
-                            f"pass --format {detected} or --format auto",
-                        ),
-                    )
-                    return None
+            told = self._format(name, fmt, lines, registry.detect)
+            if told is None:
+                return None
+            source, lines = told
             parser = registry.make_parser(
                 source, ParseContext(path_parts=parts, conversation_id=conversation_id)
             )
@@ -225,6 +206,38 @@ class Command(BaseCommand):
             )
         self._summary(name, source, outcome, dry_run)
         return outcome
+
+    def _format(
+        self,
+        name: str,
+        fmt: str,
+        lines: Iterator[SourceLine],
+        detect: Callable[[Iterator[SourceLine]], tuple[str | None, list[SourceLine]]],
+    ) -> tuple[str, Iterator[SourceLine]] | None:
+        """The format to parse ``lines`` with and the lines to give its parser (the ones read to
+        tell the format come first again); None, reported, when the source is refused whole: auto
+        cannot tell the format, or a forced ``--format`` is plainly wrong (:func:`_contradicts`).
+        ``detect`` is ``registry.detect`` for a file, ``registry.detect_live`` for ``--follow``."""
+        detected, head = detect(lines)
+        lines = _chain(head, lines)
+        if fmt != "auto":
+            if _contradicts(fmt, detected):
+                self._report(
+                    name,
+                    Problem(
+                        None,
+                        f"refused whole: this looks like {detected}, not {fmt}; "
+                        f"pass --format {detected} or --format auto",
+                    ),
+                )
+                return None
+            return fmt, lines
+        if detected is None:
+            if head:
+                self._report(name, Problem(None, "cannot tell the format; pass --format"))
+                return None
+            detected = "murmur"  # an empty source: nothing to tell, nothing to import
+        return detected, lines
 
     # ------------------------------------------------------------------ --follow
 
@@ -263,16 +276,10 @@ class Command(BaseCommand):
                 parts = Path(os.path.abspath(path)).parts
                 file_wait = wait
             lines: Iterator[SourceLine] = follow_lines(stream, wait=file_wait, refuse=refuse)
-            source = fmt
-            if fmt == "auto":
-                detected, head = registry.detect_live(lines)
-                if detected is None:
-                    if head:
-                        self._report(name, Problem(None, "cannot tell the format; pass --format"))
-                        raise CommandError("the source was refused", returncode=2)
-                    detected = "murmur"
-                source = detected
-                lines = _chain(head, lines)
+            told = self._format(name, fmt, lines, registry.detect_live)
+            if told is None:
+                raise CommandError("the source was refused", returncode=2)
+            source, lines = told
             parser = registry.make_parser(
                 source, ParseContext(path_parts=parts, conversation_id=conversation_id)
             )
@@ -335,17 +342,6 @@ def wait_for_append() -> None:
     """The default ``--follow`` wait at the end of a file: a short sleep before reading again.
     Tests pass their own through the ``follow_wait`` option."""
     time.sleep(FOLLOW_POLL_SECONDS)
-
-
-def layer_is_process_local() -> bool:
-    """``murmur_conversations.realtime.layer_is_process_local()``, or False when the realtime
-    package (or that function) is not there."""
-    try:
-        realtime = importlib.import_module("murmur_conversations.realtime")
-    except ImportError:
-        return False
-    check = getattr(realtime, "layer_is_process_local", None)
-    return bool(check()) if callable(check) else False
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:

@@ -1,19 +1,36 @@
-/* The demo page: a conversation sidebar and a live transcript, read only through the public API.
+/* The demo page: a conversation sidebar and a live transcript, read and written only through the
+ * public API (docs/demo.md).
  *
- * REST (/api/conversations/...) loads pages; ws/conversations/ keeps the sidebar live and
- * ws/conversations/<id>/?since=N the open transcript. Rows are upserted by id (the newer
- * event_seq wins) and shown in seq order. All model text goes in through textContent.
+ * REST (/api/conversations/...) loads pages, renames, deletes and answers the pending ask;
+ * ws/conversations/ keeps the sidebar live and ws/conversations/<id>/?since=N the open transcript.
+ * Rows are upserted by id (the newer event_seq wins) and shown in seq order. All model text goes in
+ * through textContent; remote images load only when the reader asks for them.
  */
 (function () {
   "use strict";
 
   const PAGE = 50;
-  const FINAL_CLOSE = new Set([4400, 4401, 4404]);
+  const FINAL_CLOSE = { 4400: "Bad request", 4401: "Signed out", 4404: "Conversation not found" };
+  const UNTITLED = "Untitled conversation";
   const $ = (id) => document.getElementById(id);
 
-  const list = { items: new Map(), cursor: null, loading: false, socket: null, retry: 500, opened: false };
-  let view = null; // the open conversation, see openConversation()
+  // The sidebar: summaries by id, the next page's cursor, its socket.
+  const list = {
+    items: new Map(),
+    cursor: null,
+    loadingMore: false,
+    generation: 0, // bumped by every full reload; a page of an older generation is dropped
+    changes: null, // socket frames that arrived during a full reload, applied after it
+    editing: null, // the id whose title is being edited
+    socket: null,
+    timer: null,
+    retry: backoff(),
+    opened: false,
+  };
+  let view = null; // the open conversation, see newView()
   let held = false; // the test hook holds the connection down
+  const paging = new Set(); // resync walks in flight (the test hook waits for them)
+  let resyncGate = null; // while the test hook holds resync walks: {promise, release}
 
   // ------------------------------------------------------------------ small helpers
 
@@ -21,6 +38,13 @@
     const node = document.createElement(tag);
     if (className) node.className = className;
     if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function button(className, text, onClick) {
+    const node = el("button", className, text);
+    node.type = "button";
+    if (onClick) node.addEventListener("click", onClick);
     return node;
   }
 
@@ -35,31 +59,158 @@
     return box;
   }
 
-  function when(iso) {
-    const date = new Date(iso);
-    if (Number.isNaN(date.getTime())) return "";
-    const today = new Date().toDateString() === date.toDateString();
-    return today
-      ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-      : date.toLocaleDateString([], { month: "short", day: "numeric" });
+  function titleOf(summary) {
+    return (summary && summary.title) || UNTITLED;
   }
 
-  async function getJSON(url) {
-    const response = await fetch(url, {
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    });
-    if (response.status === 401 || response.status === 403) {
-      window.location.assign("/accounts/login/?next=/");
-      throw new Error("signed out");
-    }
-    if (!response.ok) throw new Error(`${url}: ${response.status}`);
-    return response.json();
+  /** Reconnect delays: 0.5 s doubling to 30 s, each with +-20 % jitter; reset() once connected. */
+  function backoff() {
+    let delay = 500;
+    return {
+      next() {
+        const wait = delay * (0.8 + Math.random() * 0.4);
+        delay = Math.min(delay * 2, 30000);
+        return wait;
+      },
+      reset() {
+        delay = 500;
+      },
+    };
   }
+
+  // ------------------------------------------------------------------ times
+
+  /** A sortable key of an API time: "YYYY-MM-DDTHH:MM:SS.ffffff" in UTC (the API drops a zero
+   * fraction, so its strings do not sort as they are). */
+  function timeKey(iso) {
+    const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?Z$/.exec(iso || "");
+    if (match) return `${match[1]}.${(match[2] || "").padEnd(6, "0")}`;
+    const ms = Date.parse(iso);
+    return Number.isNaN(ms) ? "" : new Date(ms).toISOString().slice(0, -1).padEnd(26, "0");
+  }
+
+  /** The API's order of conversations: saved_at descending, then id descending. */
+  function newestFirst(a, b) {
+    const ka = timeKey(a.saved_at);
+    const kb = timeKey(b.saved_at);
+    if (ka !== kb) return ka < kb ? 1 : -1;
+    return a.id === b.id ? 0 : a.id < b.id ? 1 : -1;
+  }
+
+  // The viewer's locale and time zone (undefined: the browser's own).
+  const SAME_DAY = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
+  const OTHER_DAY = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const IN_FULL = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+
+  /** Show an API time in `node` (a <time>): the time of day when it is today, else date and time;
+   * the full date as its tooltip. */
+  function showTime(node, iso) {
+    const date = new Date(iso);
+    node.hidden = !iso || Number.isNaN(date.getTime());
+    if (node.hidden) {
+      node.textContent = "";
+      node.removeAttribute("datetime");
+      return node;
+    }
+    node.dateTime = iso;
+    const today = new Date().toDateString() === date.toDateString();
+    node.textContent = (today ? SAME_DAY : OTHER_DAY).format(date);
+    node.title = IN_FULL.format(date);
+    return node;
+  }
+
+  // ------------------------------------------------------------------ HTTP
+
+  function csrfToken() {
+    const input = document.querySelector("[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      super((body && body.detail) || `HTTP ${status}`);
+      this.status = status;
+      this.code = body && body.code;
+    }
+  }
+
+  /** fetch() an API route as the signed-in user; the parsed body, or ApiError. A lost session
+   * sends the page to the login. */
+  async function api(method, url, body) {
+    const headers = { Accept: "application/json" };
+    const init = { method, credentials: "same-origin", headers };
+    if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(url, init);
+    let answer = null;
+    if (response.status !== 204) answer = await response.json().catch(() => null);
+    const code = answer && answer.code;
+    if (
+      response.status === 401 ||
+      (response.status === 403 && (code === "not_authenticated" || code === "authentication_failed"))
+    ) {
+      window.location.assign("/accounts/login/?next=/");
+    }
+    if (!response.ok) throw new ApiError(response.status, answer);
+    return answer;
+  }
+
+  const getJSON = (url) => api("GET", url);
 
   function socketURL(path) {
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
     return `${scheme}://${window.location.host}${path}`;
+  }
+
+  /** Open a websocket for `owner` (the sidebar or a view) with the page's close rules: a final
+   * close code (docs/websocket.md) ends it; any other close, unless the test hook holds the
+   * connection down, reconnects after the owner's backoff. `on`: alive(), open(), frame(f),
+   * final(code), drop(), reconnect(). */
+  function openSocket(owner, path, on) {
+    const socket = new WebSocket(socketURL(path));
+    owner.socket = socket;
+    socket.onopen = () => {
+      if (owner.socket !== socket || !on.alive()) return;
+      owner.retry.reset();
+      on.open();
+    };
+    socket.onmessage = (event) => {
+      if (owner.socket !== socket || !on.alive()) return;
+      let frame;
+      try {
+        frame = JSON.parse(event.data);
+      } catch (error) {
+        console.warn("ignored a frame that is not JSON", error);
+        return;
+      }
+      on.frame(frame);
+    };
+    socket.onclose = (event) => {
+      if (owner.socket !== socket || !on.alive()) return;
+      owner.socket = null;
+      if (event.code in FINAL_CLOSE) {
+        on.final(event.code);
+        return;
+      }
+      on.drop();
+      if (held) return;
+      owner.timer = setTimeout(() => {
+        owner.timer = null;
+        if (on.alive() && !held && !owner.socket) on.reconnect();
+      }, owner.retry.next());
+    };
+    return socket;
+  }
+
+  function closeSocket(owner) {
+    clearTimeout(owner.timer);
+    owner.timer = null;
+    const socket = owner.socket;
+    owner.socket = null;
+    if (socket) socket.close(1000);
   }
 
   function setConnection(state, text) {
@@ -69,81 +220,295 @@
     document.body.dataset.socket = state;
   }
 
+  let noticeTimer = null;
+
+  /** A short message at the bottom of the page (role=status), gone after a while or on Dismiss. */
+  function notify(text) {
+    const box = $("notice");
+    box.querySelector(".notice-text").textContent = text;
+    box.hidden = false;
+    clearTimeout(noticeTimer);
+    noticeTimer = setTimeout(() => {
+      box.hidden = true;
+    }, 8000);
+  }
+
   // ------------------------------------------------------------------ sidebar
 
-  function renderList() {
-    const items = [...list.items.values()].sort(
-      (a, b) => (a.saved_at < b.saved_at ? 1 : a.saved_at > b.saved_at ? -1 : a.id < b.id ? 1 : -1),
-    );
-    const nodes = items.map((item) => {
-      const li = el("li");
-      const button = el("button", "conversation");
-      button.type = "button";
-      button.dataset.id = item.id;
-      if (view && view.id === item.id) button.setAttribute("aria-current", "true");
-      const meta = el("span", "meta");
-      meta.append(
-        el("span", `badge status-${item.status}`, item.status),
-        el("span", null, `${item.message_count} messages`),
-        el("time", null, when(item.saved_at)),
-      );
-      button.append(el("span", "title", item.title || "Untitled conversation"), meta);
-      button.addEventListener("click", () => {
-        window.location.hash = item.id;
-      });
-      li.append(button);
-      return li;
+  /** Keep the newer of two states of one summary (a page and a frame may cross). */
+  function putSummary(items, summary) {
+    const known = items.get(summary.id);
+    if (known && timeKey(known.saved_at) > timeKey(summary.saved_at)) return;
+    items.set(summary.id, summary);
+  }
+
+  function listItem(item) {
+    const li = el("li", "conversation-item");
+    li.dataset.id = item.id;
+    const open = button("conversation", null, () => {
+      window.location.hash = item.id;
     });
-    $("conversations").replaceChildren(...nodes);
+    if (view && view.id === item.id) open.setAttribute("aria-current", "true");
+    const meta = el("span", "meta");
+    meta.append(
+      el("span", `badge status-${item.status}`, item.status),
+      el("span", null, `${item.message_count} messages`),
+      showTime(el("time"), item.saved_at),
+    );
+    open.append(el("span", "title", titleOf(item)), meta);
+    const actions = el("span", "actions");
+    const rename = button("small", "Rename", () => startRename(item.id));
+    rename.setAttribute("aria-label", `Rename “${titleOf(item)}”`);
+    const remove = button("small danger-text", "Delete", () => confirmDelete(item.id));
+    remove.setAttribute("aria-label", `Delete “${titleOf(item)}”`);
+    actions.append(rename, remove);
+    li.append(open, actions);
+    return li;
+  }
+
+  function renameItem(item) {
+    const li = el("li", "conversation-item editing");
+    li.dataset.id = item.id;
+    const form = el("form", "rename");
+    const input = el("input");
+    input.name = "title";
+    input.value = item.title;
+    input.maxLength = 255;
+    input.autocomplete = "off";
+    input.setAttribute("aria-label", "New title");
+    const save = el("button", "primary small", "Save");
+    save.type = "submit";
+    const cancel = button("secondary small", "Cancel", () => stopRename(item.id));
+    const error = el("p", "form-error");
+    error.setAttribute("role", "alert");
+    error.hidden = true;
+    form.append(input, save, cancel, error);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      saveTitle(item.id, input.value.trim(), form).catch(console.error);
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") stopRename(item.id);
+    });
+    li.append(form);
+    return li;
+  }
+
+  function renderList() {
+    const box = $("conversations");
+    const shown = new Map([...box.children].map((li) => [li.dataset.id, li]));
+    const nodes = [...list.items.values()].sort(newestFirst).map((item) => {
+      const old = shown.get(item.id);
+      if (list.editing !== item.id) return listItem(item);
+      // The form being edited stays the same node, so its text and focus survive live updates.
+      return old && old.classList.contains("editing") ? old : renameItem(item);
+    });
+    let at = box.firstElementChild;
+    for (const node of nodes) {
+      if (node === at) at = at.nextElementSibling;
+      else box.insertBefore(node, at);
+    }
+    while (at) {
+      const next = at.nextElementSibling;
+      at.remove();
+      at = next;
+    }
     $("conversations-empty").hidden = nodes.length > 0;
   }
 
+  /** Load the sidebar. `reset`: reload as many conversations as it shows, from the top, and
+   * replace it (so what was deleted meanwhile goes); otherwise the next page. */
   async function loadList(reset) {
-    if (list.loading || (!reset && !list.cursor)) return;
-    list.loading = true;
+    if (!reset) {
+      if (list.loadingMore || !list.cursor || list.changes) return;
+      list.loadingMore = true;
+      const generation = list.generation;
+      try {
+        const cursor = encodeURIComponent(list.cursor);
+        const page = await getJSON(`/api/conversations/?limit=${PAGE}&cursor=${cursor}`);
+        if (generation !== list.generation) return; // a reload replaced the list meanwhile
+        for (const item of page.results) putSummary(list.items, item);
+        list.cursor = page.next_cursor;
+        renderList();
+      } finally {
+        list.loadingMore = false;
+      }
+      return;
+    }
+    const generation = ++list.generation;
+    const wanted = Math.max(PAGE, list.items.size);
+    list.changes = [];
     try {
-      const cursor = reset ? "" : `&cursor=${encodeURIComponent(list.cursor)}`;
-      const page = await getJSON(`/api/conversations/?limit=${PAGE}${cursor}`);
-      for (const item of page.results) list.items.set(item.id, item);
-      list.cursor = page.next_cursor;
+      const items = new Map();
+      let cursor = "";
+      let next = null;
+      do {
+        const page = await getJSON(`/api/conversations/?limit=${PAGE}${cursor}`);
+        if (generation !== list.generation) return;
+        for (const item of page.results) putSummary(items, item);
+        next = page.next_cursor;
+        cursor = next ? `&cursor=${encodeURIComponent(next)}` : "";
+      } while (next && items.size < wanted);
+      for (const frame of list.changes) applyListFrame(items, frame);
+      list.items = items;
+      list.cursor = next;
       renderList();
     } finally {
-      list.loading = false;
+      if (generation === list.generation) list.changes = null;
     }
   }
 
+  function applyListFrame(items, frame) {
+    if (frame.type === "conversation_saved") putSummary(items, frame.conversation);
+    else if (frame.type === "conversation_deleted") items.delete(frame.conversation_id);
+  }
+
+  function onListFrame(frame) {
+    if (list.changes) list.changes.push(frame);
+    applyListFrame(list.items, frame);
+    if (frame.type === "conversation_saved" && view && view.id === frame.conversation.id) {
+      showHead(view, list.items.get(view.id));
+    }
+    if (frame.type === "conversation_deleted" && view && view.id === frame.conversation_id) {
+      conversationGone(view, "This conversation was deleted.");
+    }
+    renderList();
+  }
+
   function connectList() {
-    const socket = new WebSocket(socketURL("/ws/conversations/"));
-    list.socket = socket;
-    socket.onopen = () => {
-      list.retry = 500;
-      if (list.opened) loadList(true).catch(console.error); // catch up on what was saved meanwhile
-      list.opened = true;
-    };
-    socket.onmessage = (event) => {
-      const frame = JSON.parse(event.data);
-      if (frame.type === "conversation_saved") {
-        list.items.set(frame.conversation.id, frame.conversation);
-        if (view && view.id === frame.conversation.id) {
-          $("conversation-title").textContent = frame.conversation.title || "Untitled conversation";
-        }
+    if (held) return; // restoreConnection() connects
+    openSocket(list, "/ws/conversations/", {
+      alive: () => true,
+      open() {
+        // Back after a drop: reload, dropping what was deleted and adding what was saved meanwhile.
+        if (list.opened) loadList(true).catch(console.error);
+        list.opened = true;
+      },
+      frame: onListFrame,
+      final: () => {},
+      drop: () => {},
+      reconnect: connectList,
+    });
+  }
+
+  // ------------------------------------------------------------------ rename and delete
+
+  function startRename(id) {
+    list.editing = id;
+    renderList();
+    const input = $("conversations").querySelector("li.editing input");
+    if (input) {
+      input.focus();
+      input.select();
+    }
+  }
+
+  function stopRename(id) {
+    if (list.editing !== id) return;
+    list.editing = null;
+    renderList();
+    const again = $("conversations").querySelector(`li[data-id="${CSS.escape(id)}"] .actions button`);
+    if (again) again.focus();
+  }
+
+  async function saveTitle(id, title, form) {
+    const error = form.querySelector(".form-error");
+    const controls = form.querySelectorAll("input, button");
+    controls.forEach((node) => {
+      node.disabled = true;
+    });
+    try {
+      const detail = await api("PATCH", `/api/conversations/${id}/`, { title });
+      putSummary(list.items, detail);
+      if (view && view.id === id) showHead(view, detail);
+      stopRename(id);
+    } catch (failure) {
+      if (failure instanceof ApiError && failure.status === 404) {
+        list.items.delete(id);
+        list.editing = null;
         renderList();
-      } else if (frame.type === "conversation_deleted") {
-        list.items.delete(frame.conversation_id);
-        renderList();
+        notify("That conversation no longer exists.");
+        return;
       }
-    };
-    socket.onclose = (event) => {
-      if (socket !== list.socket || FINAL_CLOSE.has(event.code)) return;
-      if (held) return;
-      setTimeout(connectList, list.retry);
-      list.retry = Math.min(list.retry * 2, 30000);
-    };
+      error.textContent = failure instanceof ApiError ? failure.message : "The title could not be saved (no connection?).";
+      error.hidden = false;
+    } finally {
+      controls.forEach((node) => {
+        node.disabled = false;
+      });
+    }
+  }
+
+  function confirmDelete(id) {
+    const item = list.items.get(id);
+    if (!item) return;
+    const dialog = $("confirm-delete");
+    dialog.dataset.id = id;
+    dialog.querySelector(".confirm-name").textContent = `“${titleOf(item)}”`;
+    dialog.returnValue = "";
+    dialog.showModal();
+    dialog.querySelector("button[value=cancel]").focus();
+  }
+
+  async function deleteConversation(id) {
+    const title = titleOf(list.items.get(id));
+    try {
+      await api("DELETE", `/api/conversations/${id}/`);
+    } catch (failure) {
+      // 404: someone else deleted it first, which is what was asked.
+      if (!(failure instanceof ApiError && failure.status === 404)) {
+        notify(failure instanceof ApiError ? failure.message : "The conversation could not be deleted (no connection?).");
+        return;
+      }
+    }
+    list.items.delete(id);
+    if (view && view.id === id) conversationGone(view, null);
+    renderList();
+    notify(`Deleted “${title}”.`);
   }
 
   // ------------------------------------------------------------------ cards
 
   const ROLE = { user: "You", assistant: "Assistant", tool: "Tool", system: "System" };
+
+  /** An image block: inline (data:) and same-origin images show at once; a remote one is a
+   * placeholder whose button creates the <img>, so its host learns nothing until the reader asks. */
+  function image(c) {
+    if (typeof c.data === "string" && typeof c.mime_type === "string") {
+      if (!/^image\/[\w.+-]+$/.test(c.mime_type)) return el("pre", null, pretty(c));
+      return picture(`data:${c.mime_type};base64,${c.data}`, "Image");
+    }
+    if (typeof c.url !== "string" || !c.url) return el("pre", null, pretty(c));
+    let url = null;
+    try {
+      url = new URL(c.url, window.location.href);
+    } catch (error) {
+      return el("p", "muted", `An image at an address that cannot be read: ${pretty(c.url)}`);
+    }
+    if (url.origin === window.location.origin) return picture(url.href, "Image");
+    const box = el("figure", "remote-image");
+    const address = el("p", "address", url.href);
+    if (url.protocol !== "https:") {
+      box.append(el("p", "muted", "An image on another site, not loaded: only https images can be."), address);
+      return box;
+    }
+    const load = button("secondary small", `Load image from ${url.host}`, () => {
+      box.replaceChildren(picture(url.href, `Image from ${url.host}`), el("figcaption", "address", url.href));
+    });
+    box.append(el("p", "muted", `An image on ${url.host}. It is not loaded until you ask, so that site does not learn you read this.`), address, load);
+    return box;
+  }
+
+  function picture(src, alt) {
+    const img = el("img", "image");
+    img.alt = alt;
+    img.referrerPolicy = "no-referrer";
+    img.addEventListener("error", () => {
+      img.replaceWith(el("p", "muted", "The image could not be loaded."));
+    });
+    img.src = src;
+    return img;
+  }
 
   function body(row) {
     const c = row.content || {};
@@ -173,12 +538,8 @@
         const text = pretty(c.content);
         return [text.length > 600 ? details("Output", text) : el("pre", "output", text)];
       }
-      case "image": {
-        const img = el("img", "image");
-        img.alt = "image";
-        img.src = c.url || `data:${c.mime_type};base64,${c.data}`;
-        return [img];
-      }
+      case "image":
+        return [image(c)];
       case "file_reference":
         return [el("p", "text", `${c.name} (${c.path})`)];
       case "structured_data":
@@ -223,12 +584,9 @@
       li.dataset.history = seen.join(" ");
     }
     if (row.truncated) head.append(el("span", "muted", "(shortened; open the API for all)"));
+    head.append(showTime(el("time", "when"), row.created_at));
     li.append(head, ...body(row));
     return li;
-  }
-
-  function isVisible(row) {
-    return view.visibleFrom === null || row.seq >= view.visibleFrom;
   }
 
   function nearBottom() {
@@ -241,10 +599,10 @@
     box.scrollTop = box.scrollHeight;
   }
 
-  function place(row) {
+  function place(current, row) {
+    if (current.visibleFrom !== null && row.seq < current.visibleFrom) return;
     const cards = $("cards");
     const old = cards.querySelector(`li.card[data-id="${CSS.escape(row.id)}"]`);
-    if (!isVisible(row)) return;
     const fresh = card(row, old);
     if (old) {
       old.replaceWith(fresh);
@@ -256,37 +614,126 @@
     else cards.prepend(fresh);
   }
 
-  function upsert(row) {
-    const known = view.rows.get(row.id);
-    if (known && known.event_seq > row.event_seq) return; // an older state than we show
-    view.rows.set(row.id, row);
-    place(row);
-  }
-
-  function upsertAll(rows) {
+  /** Upsert rows into `current` (newest event_seq wins) and show them if it is still open. */
+  function upsertAll(current, rows) {
+    if (view !== current) return;
     const stick = nearBottom();
-    for (const row of rows) upsert(row);
+    for (const row of rows) {
+      const known = current.rows.get(row.id);
+      if (known && known.event_seq > row.event_seq) continue; // an older state than we show
+      current.rows.set(row.id, row);
+      place(current, row);
+    }
     if (stick) scrollToBottom();
   }
 
-  function showStatus(status, pending) {
+  function showHead(current, summary) {
+    if (view !== current || !summary) return;
+    $("conversation-title").textContent = titleOf(summary);
+    showTime($("conversation-started"), summary.created_at);
+    if (!$("conversation-started").hidden) {
+      $("conversation-started").textContent = `started ${$("conversation-started").textContent}`;
+    }
+  }
+
+  function optionLabel(option) {
+    if (typeof option === "string") return option;
+    if (option && typeof option === "object") {
+      for (const key of ["label", "text", "value"]) {
+        if (typeof option[key] === "string") return option[key];
+      }
+    }
+    return pretty(option);
+  }
+
+  function optionAnswer(option) {
+    if (option && typeof option === "object" && "value" in option) {
+      return typeof option.value === "string" ? option.value : pretty(option.value);
+    }
+    return optionLabel(option);
+  }
+
+  /** Show the conversation's status and pending ask as of `eventSeq`. */
+  function showStatus(current, status, pending, eventSeq) {
+    if (view !== current) return;
+    current.statusSeq = Math.max(current.statusSeq, eventSeq || 0);
     const stick = nearBottom();
     const badge = $("conversation-status");
     badge.hidden = !status;
     badge.className = `badge status-${status}`;
     badge.textContent = status || "";
     const box = $("pending");
+    const wasHidden = box.hidden;
     box.hidden = !pending;
     if (!pending) return;
-    box.querySelector(".question").textContent = pending.question || "The agent is waiting.";
+    if (wasHidden) box.querySelector(".form-error").hidden = true;
+    box.querySelector(".question").textContent = pending.question || "The agent is waiting for you.";
     const options = (pending.pauseData && pending.pauseData.options) || [];
-    box
-      .querySelector(".options")
-      .replaceChildren(...(Array.isArray(options) ? options : []).map((o) => el("li", null, pretty(o))));
+    const buttons = (Array.isArray(options) ? options : []).map((option) =>
+      button("option", optionLabel(option), () => sendAnswer(current, optionAnswer(option)).catch(console.error)),
+    );
+    box.querySelector(".options").replaceChildren(...buttons);
+    box.querySelector(".options").hidden = buttons.length === 0;
+    box.querySelector("label").textContent = buttons.length ? "Or write your own answer" : "Your answer";
     if (stick) scrollToBottom();
   }
 
-  function stream(frame) {
+  function setAnswering(busy) {
+    $("pending").querySelectorAll("button, textarea").forEach((node) => {
+      node.disabled = busy;
+    });
+    $("pending").setAttribute("aria-busy", String(busy));
+  }
+
+  /** Answer the pending ask (POST pending/answer/, docs/api.md): the saved user message shows at
+   * once; 409 means someone else answered it or it was withdrawn, so say so and reload the ask. */
+  async function sendAnswer(current, text) {
+    if (view !== current || !text.trim()) return;
+    const error = $("pending").querySelector(".form-error");
+    error.hidden = true;
+    setAnswering(true);
+    try {
+      const reply = await api("POST", `${current.api}pending/answer/`, {
+        answer: text,
+        event_seq: current.seenSeq,
+      });
+      if (view !== current) return;
+      $("answer-text").value = "";
+      upsertAll(current, reply.messages || []);
+      putSummary(list.items, reply.conversation);
+      renderList();
+      showHead(current, reply.conversation);
+      const seq = Math.max(0, ...(reply.messages || []).map((row) => row.event_seq));
+      // A newer status may have come over the socket already; it wins.
+      if (seq >= current.statusSeq) showStatus(current, reply.conversation.status, null, seq);
+    } catch (failure) {
+      if (view !== current) return;
+      if (failure instanceof ApiError && failure.status === 409) {
+        notify("That question was already answered or withdrawn; here is the conversation as it is now.");
+        await refreshStatus(current);
+      } else if (failure instanceof ApiError && failure.code === "not_found") {
+        conversationGone(current, "This conversation no longer exists.");
+      } else {
+        error.textContent =
+          failure instanceof ApiError ? failure.message : "The answer could not be sent (no connection?).";
+        error.hidden = false;
+      }
+    } finally {
+      setAnswering(false);
+    }
+  }
+
+  /** Reload status and pending ask over REST; a status frame that arrives meanwhile wins. */
+  async function refreshStatus(current) {
+    const before = current.statusSeq;
+    const [detail, pending] = await Promise.all([getJSON(current.api), getJSON(`${current.api}pending/`)]);
+    if (view !== current || current.statusSeq !== before) return;
+    showHead(current, detail);
+    showStatus(current, detail.status, pending.pending, before);
+  }
+
+  function stream(current, frame) {
+    if (view !== current) return;
     const box = $("streams");
     let node = box.querySelector(`li[data-stream="${CSS.escape(frame.stream_id)}"]`);
     const stick = nearBottom();
@@ -304,92 +751,125 @@
 
   // ------------------------------------------------------------------ the open conversation
 
-  function markEvent(frame) {
-    if (typeof frame.event_seq === "number" && frame.event_seq > view.lastEventSeq) {
-      view.lastEventSeq = frame.event_seq;
-    }
+  function newView(id) {
+    return {
+      id,
+      api: `/api/conversations/${id}/`,
+      rows: new Map(),
+      cursor: null, // of older display rows
+      visibleFrom: null, // the lowest seq shown (null: all)
+      lastEventSeq: 0, // every change up to this event_seq is applied: the next ?since=
+      seenSeq: 0, // the newest event_seq any frame showed (sent with an answer)
+      statusSeq: 0, // the event_seq of the status shown
+      resync: null, // the resync walk in progress
+      socket: null,
+      timer: null,
+      retry: backoff(),
+      loadingOlder: false,
+    };
   }
 
-  async function pageSince(since) {
-    let cursor = "";
-    for (;;) {
-      const page = await getJSON(`${view.api}display-messages/?since=${since}&limit=100${cursor}`);
-      upsertAll(page.results);
-      if (!page.next_cursor) return;
-      cursor = `&cursor=${encodeURIComponent(page.next_cursor)}`;
-    }
+  /** Frames of one connection. `link.applied`: the newest event_seq applied from it; it moves
+   * `lastEventSeq` on only while no resync walk is filling the rows below it. */
+  function markEvent(current, link, seq) {
+    if (typeof seq !== "number") return;
+    current.seenSeq = Math.max(current.seenSeq, seq);
+    link.applied = Math.max(link.applied, seq);
+    if (!current.resync) current.lastEventSeq = Math.max(current.lastEventSeq, link.applied);
   }
 
-  function onFrame(frame, current) {
+  /** A resync (more changed than a replay carries): page display-messages/?since= from the last
+   * event_seq fully applied, for this view only; then move lastEventSeq on to the resync's target
+   * and what the connection applied meanwhile. A failed walk forces a reconnect from where the
+   * view stands; a walk is dropped when the view closes or a newer resync replaces it. */
+  function startResync(current, link, target) {
+    if (current.resync) current.resync.cancelled = true;
+    const walk = { cancelled: false };
+    current.resync = walk;
+    const since = current.lastEventSeq;
+    const done = (async () => {
+      let cursor = "";
+      for (;;) {
+        if (resyncGate) await resyncGate.promise;
+        if (walk.cancelled || view !== current) return;
+        const page = await getJSON(`${current.api}display-messages/?since=${since}&limit=100${cursor}`);
+        if (walk.cancelled || view !== current) return;
+        upsertAll(current, page.results);
+        if (!page.next_cursor) break;
+        cursor = `&cursor=${encodeURIComponent(page.next_cursor)}`;
+      }
+      if (current.resync === walk) current.resync = null;
+      current.lastEventSeq = Math.max(current.lastEventSeq, target, link.applied);
+    })().catch((failure) => {
+      if (walk.cancelled || view !== current) return;
+      console.warn("the resync walk failed; reconnecting", failure);
+      if (current.resync === walk) current.resync = null;
+      if (current.socket === link.socket) {
+        closeSocket(current);
+        setConnection("reconnecting", "Reconnecting…");
+        current.timer = setTimeout(() => view === current && !held && connectConversation(current), current.retry.next());
+      }
+    });
+    paging.add(done);
+    done.finally(() => paging.delete(done));
+  }
+
+  function onFrame(current, link, frame) {
     switch (frame.type) {
       case "snapshot":
-        $("conversation-title").textContent = frame.conversation.title || "Untitled conversation";
-        showStatus(frame.status, frame.pending);
-        return;
+        current.seenSeq = Math.max(current.seenSeq, frame.event_seq || 0);
+        showHead(current, frame.conversation);
+        showStatus(current, frame.status, frame.pending, frame.event_seq);
+        return; // the replay that follows may carry older event_seqs
       case "display_message_saved":
       case "display_message_updated":
-        if (frame.message.message_type === "assistant" && frame.message.content_type === "text") {
+        if (view === current && frame.message.message_type === "assistant" && frame.message.content_type === "text") {
           $("streams").replaceChildren(); // the final text replaces what was streamed
         }
-        upsertAll([frame.message]);
+        upsertAll(current, [frame.message]);
         break;
       case "tool_execution_update":
         break; // the tool_call row arrives as display_message_updated in the same event
       case "status_changed":
-        showStatus(frame.status, frame.pending);
+        showStatus(current, frame.status, frame.pending, frame.event_seq);
         break;
       case "conversation_updated":
-        $("conversation-title").textContent = frame.conversation.title || "Untitled conversation";
+        showHead(current, frame.conversation);
         break;
       case "display_message_delta":
-        stream(frame);
+        stream(current, frame);
         return;
-      case "resync": {
-        // More changed than a replay carries: page them over REST, then go on live.
-        const target = frame.event_seq;
-        current.resyncing = pageSince(current.since).then(() => {
-          if (target > view.lastEventSeq) view.lastEventSeq = target;
-        });
+      case "resync":
+        startResync(current, link, frame.event_seq);
         return;
-      }
+      case "conversation_deleted":
+        conversationGone(current, "This conversation was deleted.");
+        return;
       default:
         return;
     }
-    markEvent(frame);
+    markEvent(current, link, frame.event_seq);
   }
 
-  function connectConversation() {
-    const current = view;
+  function connectConversation(current) {
+    if (held) {
+      setConnection("offline", "Offline"); // restoreConnection() connects
+      return;
+    }
     const since = current.lastEventSeq;
-    const socket = new WebSocket(
-      socketURL(`/ws/conversations/${current.id}/?since=${since}`),
-    );
-    current.socket = socket;
-    const link = { since, resyncing: null };
-    socket.onopen = () => {
-      current.retry = 500;
-      setConnection("live", "Live");
-    };
-    socket.onmessage = (event) => {
-      if (view !== current) return;
-      onFrame(JSON.parse(event.data), link);
-    };
-    socket.onclose = (event) => {
-      if (view !== current || socket !== current.socket) return;
-      if (FINAL_CLOSE.has(event.code)) {
-        const why = { 4401: "Signed out", 4404: "Conversation not found", 4400: "Bad request" };
-        setConnection("closed", why[event.code]);
-        return;
-      }
-      $("streams").replaceChildren(); // the saved text will come through the replay
-      if (held) {
-        setConnection("offline", "Offline");
-        return;
-      }
-      setConnection("reconnecting", "Reconnecting…");
-      setTimeout(() => view === current && !held && connectConversation(), current.retry);
-      current.retry = Math.min(current.retry * 2, 30000);
-    };
+    const link = { since, applied: since, socket: null };
+    link.socket = openSocket(current, `/ws/conversations/${current.id}/?since=${since}`, {
+      alive: () => view === current,
+      open: () => setConnection("live", "Live"),
+      frame: (frame) => onFrame(current, link, frame),
+      final: (code) => setConnection("closed", FINAL_CLOSE[code]),
+      drop() {
+        $("streams").replaceChildren(); // the saved text will come through the replay
+        if (held) setConnection("offline", "Offline");
+        else setConnection("reconnecting", "Reconnecting…");
+      },
+      reconnect: () => connectConversation(current),
+    });
   }
 
   async function loadOlder() {
@@ -411,11 +891,11 @@
         const known = current.rows.get(row.id);
         if (!known || known.event_seq <= row.event_seq) current.rows.set(row.id, row);
       }
-      for (const row of current.rows.values()) if (isVisible(row)) place(row);
+      for (const row of current.rows.values()) place(current, row);
       box.scrollTop += box.scrollHeight - before; // keep what the reader looked at in place
     } finally {
       current.loadingOlder = false;
-      $("older").hidden = true;
+      if (view === current) $("older").hidden = true;
     }
     fillViewport();
   }
@@ -427,30 +907,43 @@
     }
   }
 
-  async function openConversation(id) {
-    if (view && view.socket) {
-      const old = view.socket;
-      view = null;
-      old.close(1000);
+  /** Close the open conversation (its socket, reconnect timer and resync walk) and empty the pane. */
+  function leaveView() {
+    const old = view;
+    view = null;
+    if (old) {
+      if (old.resync) old.resync.cancelled = true;
+      closeSocket(old);
     }
-    const current = {
-      id,
-      api: `/api/conversations/${id}/`,
-      rows: new Map(),
-      cursor: null,
-      visibleFrom: null,
-      lastEventSeq: 0,
-      socket: null,
-      retry: 500,
-      loadingOlder: false,
-    };
-    view = current;
-    renderList();
+    $("conversation-title").textContent = "Pick a conversation";
+    showTime($("conversation-started"), null);
     $("cards").replaceChildren();
     $("streams").replaceChildren();
-    showStatus("", null);
-    const summary = list.items.get(id);
-    $("conversation-title").textContent = summary ? summary.title || "Untitled conversation" : "…";
+    $("older").hidden = true;
+    $("conversation-status").hidden = true;
+    $("pending").hidden = true;
+    const live = list.socket && list.socket.readyState === WebSocket.OPEN;
+    setConnection(live ? "live" : "connecting", live ? "Live" : "Connecting…");
+  }
+
+  /** The open conversation was deleted (here or elsewhere): leave it and drop it from the URL. */
+  function conversationGone(current, message) {
+    if (view !== current) return;
+    list.items.delete(current.id);
+    leaveView();
+    renderList();
+    if (window.location.hash) {
+      window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    }
+    if (message) notify(message);
+  }
+
+  async function openConversation(id) {
+    leaveView();
+    const current = newView(id);
+    view = current;
+    renderList();
+    showHead(current, list.items.get(id) || { title: "…" });
     setConnection("connecting", "Connecting…");
     const page = await getJSON(`${current.api}display-messages/?limit=${PAGE}`);
     if (view !== current) return;
@@ -460,24 +953,10 @@
     for (const row of page.results) {
       current.lastEventSeq = Math.max(current.lastEventSeq, row.event_seq);
     }
-    upsertAll(page.results.slice().reverse());
+    upsertAll(current, page.results.slice().reverse());
     scrollToBottom();
-    connectConversation();
+    connectConversation(current);
     fillViewport();
-  }
-
-  function closeConversation() {
-    if (view && view.socket) {
-      const old = view.socket;
-      view = null;
-      old.close(1000);
-    }
-    view = null;
-    $("conversation-title").textContent = "Pick a conversation";
-    $("cards").replaceChildren();
-    $("streams").replaceChildren();
-    showStatus("", null);
-    renderList();
   }
 
   function route() {
@@ -485,13 +964,16 @@
     if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) {
       if (!view || view.id !== id) {
         openConversation(id).catch((error) => {
-          console.error(error);
+          console.warn(error);
+          if (!view || view.id !== id) return;
+          leaveView();
           $("conversation-title").textContent = "This conversation cannot be shown";
           setConnection("closed", "Not loaded");
         });
       }
-    } else {
-      closeConversation();
+    } else if (view) {
+      leaveView();
+      renderList();
     }
   }
 
@@ -500,29 +982,30 @@
   async function runAgent(event) {
     event.preventDefault();
     const form = event.currentTarget;
-    const button = form.querySelector("button");
-    button.disabled = true;
+    const submit = form.querySelector("button");
+    submit.disabled = true;
     try {
       const response = await fetch(form.action, {
         method: "POST",
         credentials: "same-origin",
-        headers: {
-          Accept: "application/json",
-          "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value,
-        },
+        headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
       });
-      const answer = await response.json();
+      const answer = await response.json().catch(() => ({}));
       if (response.ok) window.location.hash = answer.conversation_id;
-      else window.alert(answer.detail || "The demo agent could not start.");
+      else notify(answer.detail || "The demo agent could not start.");
+    } catch (error) {
+      notify("The demo agent could not start (no connection?).");
     } finally {
-      button.disabled = false;
+      submit.disabled = false;
     }
   }
 
   // ------------------------------------------------------------------ start
 
   // Test hook (the browser test; also handy by hand): drop the sockets, optionally holding them
-  // down, then restore them; the transcript catches up through ?since=.
+  // down, then restore them; the transcript catches up through ?since=. holdResync() makes resync
+  // walks wait before their next page until releaseResync(); resyncing() counts the walks in
+  // flight and settled() resolves once none is.
   window.murmurDemo = {
     dropConnection(hold) {
       held = Boolean(hold);
@@ -531,13 +1014,46 @@
     },
     restoreConnection() {
       held = false;
-      connectList();
-      if (view) connectConversation();
+      clearTimeout(list.timer);
+      if (!list.socket) connectList();
+      if (view && !view.socket) {
+        clearTimeout(view.timer);
+        connectConversation(view);
+      }
     },
     lastEventSeq: () => (view ? view.lastEventSeq : null),
+    holdResync() {
+      if (resyncGate) return;
+      let release = null;
+      const promise = new Promise((resolve) => {
+        release = resolve;
+      });
+      resyncGate = { promise, release };
+    },
+    releaseResync() {
+      const gate = resyncGate;
+      resyncGate = null;
+      if (gate) gate.release();
+    },
+    resyncing: () => paging.size,
+    settled: () => Promise.allSettled([...paging]).then(() => undefined),
   };
 
   $("run-agent").addEventListener("submit", runAgent);
+  $("answer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (view) sendAnswer(view, $("answer-text").value).catch(console.error);
+  });
+  $("answer-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("answer").requestSubmit();
+  });
+  $("confirm-delete").addEventListener("close", () => {
+    const dialog = $("confirm-delete");
+    if (dialog.returnValue === "delete") deleteConversation(dialog.dataset.id).catch(console.error);
+  });
+  $("notice").querySelector("button").addEventListener("click", () => {
+    $("notice").hidden = true;
+  });
   $("transcript").addEventListener("scroll", () => {
     if ($("transcript").scrollTop < 80) loadOlder().catch(console.error);
   });
@@ -547,11 +1063,11 @@
   });
   window.addEventListener("hashchange", route);
 
+  connectList();
   loadList(true)
     .then(() => {
-      connectList();
       if (!window.location.hash && list.items.size) {
-        const newest = [...list.items.values()].sort((a, b) => (a.saved_at < b.saved_at ? 1 : -1))[0];
+        const newest = [...list.items.values()].sort(newestFirst)[0];
         window.location.hash = newest.id; // fires hashchange -> route()
       } else {
         route();

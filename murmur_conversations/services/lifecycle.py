@@ -1,13 +1,14 @@
-"""Helpers shared by the service modules: the tool status lifecycle, new display rows, bulk saves."""
+"""The tool status lifecycle shared by the service modules (docs/write-path.md "Tool status
+lifecycle"): allowed moves, applying a move to a call and its card, bulk saves of calls.
+
+Private to ``murmur_conversations.services``; ``ALLOWED_MOVES`` is public as
+``services.ALLOWED_MOVES``.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from murmur_conversations._write import (
-    Write,
-)
-from murmur_conversations.messages import NormalizedMessage
 from murmur_conversations.models import (
     TERMINAL_TOOL_STATUSES,
     DisplayMessage,
@@ -15,21 +16,9 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: Default of ``update_conversation`` fields: leave the field as it is.
-
-
-UNSET: Final[Any] = _Unset()
+from murmur_conversations.services.writing import Write
 
 #: Allowed tool status moves (sagents ``update_tool_status``). Terminal states never move back.
-
-
 ALLOWED_MOVES: Final[dict[str, frozenset[str]]] = {
     ToolStatus.PENDING: frozenset(
         {
@@ -51,12 +40,24 @@ ALLOWED_MOVES: Final[dict[str, frozenset[str]]] = {
     ToolStatus.CANCELLED: frozenset(),
 }
 
+#: The ToolCall fields a status move changes.
+CALL_FIELDS: Final = (
+    "name",
+    "status",
+    "interrupt_reason",
+    "display_text",
+    "result",
+    "error",
+    "started_at",
+    "finished_at",
+    "event_seq",
+)
 
-def _owner_pk(owner: Any) -> Any:
-    return None if owner is None else getattr(owner, "pk", owner)
 
-
-def _call_row_metadata(row: DisplayMessage, call: ToolCall) -> None:
+def update_card(row: DisplayMessage, call: ToolCall) -> None:
+    """Copy ``call``'s status onto its ``tool_call`` card: the status, and in ``metadata`` the
+    ``display_text`` (executing, completed, interrupted), ``result`` (completed) or ``error``
+    (failed). No save."""
     row.status = call.status
     if call.display_text and call.status in (
         ToolStatus.EXECUTING,
@@ -70,7 +71,7 @@ def _call_row_metadata(row: DisplayMessage, call: ToolCall) -> None:
         row.metadata["error"] = call.error
 
 
-def _move_call(
+def move_call(
     write: Write,
     call: ToolCall,
     status: str,
@@ -81,7 +82,8 @@ def _move_call(
     error: Any = None,
     interrupt_reason: str = InterruptReason.AWAITING_INPUT,
 ) -> None:
-    """Apply a checked status move to ``call`` (fields and timestamps); no save."""
+    """Apply a status move the caller has checked to ``call`` (fields, timestamps, this call's
+    event_seq) and record it in ``write.calls_changed``; no save."""
     call.status = status
     call.event_seq = write.take_event()
     if name:
@@ -100,40 +102,7 @@ def _move_call(
     write.calls_changed[call.pk or id(call)] = call
 
 
-def _new_row(write: Write, message: NormalizedMessage | None, **fields: Any) -> DisplayMessage:
-    event_seq = write.take_event()
-    return DisplayMessage(
-        conversation=write.conversation,
-        seq=write.next_seq(),
-        created_event_seq=event_seq,
-        event_seq=event_seq,
-        created_at=write.now,
-        updated_at=write.now,
-        **fields,
-    )
-
-
-_CALL_FIELDS = (
-    "name",
-    "status",
-    "interrupt_reason",
-    "display_text",
-    "result",
-    "error",
-    "started_at",
-    "finished_at",
-    "event_seq",
-)
-
-
-_ROW_FIELDS = ("status", "content", "metadata", "event_seq", "updated_at")
-
-
-def _save_calls(write: Write, calls: list[ToolCall]) -> None:
+def save_calls(write: Write, calls: list[ToolCall]) -> None:
+    """Bulk-save the :data:`CALL_FIELDS` of existing tool calls."""
     if calls:
-        ToolCall.objects.using(write.using).bulk_update(calls, _CALL_FIELDS, batch_size=500)
-
-
-def _save_rows(write: Write, rows: list[DisplayMessage]) -> None:
-    if rows:
-        DisplayMessage.objects.using(write.using).bulk_update(rows, _ROW_FIELDS, batch_size=500)
+        ToolCall.objects.using(write.using).bulk_update(calls, CALL_FIELDS, batch_size=500)

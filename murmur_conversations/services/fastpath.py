@@ -6,23 +6,26 @@ everything else, and whenever this path declines (a duplicate id, a race, a miss
 
 One statement updates the conversation row (which locks it and numbers the batch), inserts the
 record rows and inserts the display rows, so the invariants hold exactly as on the general path:
-positions and seqs come from the locked counters, and one event_seq is taken.
+positions and seqs come from the locked counters, and one event_seq is taken. The signals go
+through ``writing.announce``, as on the general path. Private to ``murmur_conversations.services``.
 """
 
 from __future__ import annotations
 
-import json
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
-from murmur_conversations import signals
-from murmur_conversations._write import database_errors, send_on_commit
-from murmur_conversations.messages import NormalizedMessage, display_parts
+from murmur_conversations import jsonenc
+from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolStatus
+from murmur_conversations.services.writing import announce, database_errors
 
 _CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
 _JSON_FIELDS = {"metadata", "pending_ask"}
+_MESSAGE_ARRAYS = ("m_index", "ids", "roles", "contents", "errors", "sources", "extras")
+_DISPLAY_ARRAYS = ("d_index", "d_message", "types", "content_types", "d_contents", "metas")
 
 
 def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_records: bool) -> bool:
@@ -34,10 +37,6 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
         and all(m.injected or (not m.is_tool_result and not m.calls) for m in messages)
         and len({m.message_id for m in messages}) == len(messages)
     )
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _sql() -> str:
@@ -86,39 +85,43 @@ FROM c
 
 
 def try_append(
-    *, conversation_pk: Any, using: str, messages: list[NormalizedMessage], now: Any
+    *, conversation_pk: Any, using: str, messages: list[NormalizedMessage], now: datetime
 ) -> tuple[Conversation, list[DisplayMessage]] | None:
-    """Append ``messages`` in one statement; None when this path declines (then nothing was
-    written and the caller takes the general path). Sends the same signals as the general path."""
+    """Append ``messages`` in one statement and return the saved conversation and the new display
+    rows (by ``seq``); None when this path declines (then nothing was written and the caller takes
+    the general path). Sends the same signals as the general path. Raises ``WriteConflict`` or
+    ``InvalidContent`` as the general path does (``writing.database_errors``)."""
+    params, parts_by_message = _parameters(conversation_pk, messages, now)
+    row = _execute(using, params)
+    if row is None:
+        return None
+    conversation, rows = _rebuild(row, parts_by_message, now)
+    announce(conversation, using, conversation.last_event_seq, created=rows)
+    return conversation, rows
+
+
+def _parameters(
+    conversation_pk: Any, messages: list[NormalizedMessage], now: datetime
+) -> tuple[dict[str, Any], list[list[DisplayPart]]]:
+    """The statement's parameters (one array per column, as ``unnest`` reads them), and the
+    display parts of each message in order."""
     params: dict[str, Any] = {
         "conversation": conversation_pk,
         "now": now,
         "n": len(messages),
         "t": sum(m.in_transcript for m in messages),
         "status": ToolStatus.COMPLETED,
-        "m_index": [],
-        "ids": [],
-        "roles": [],
-        "contents": [],
-        "errors": [],
-        "sources": [],
-        "extras": [],
-        "d_index": [],
-        "d_message": [],
-        "types": [],
-        "content_types": [],
-        "d_contents": [],
-        "metas": [],
+        **{name: [] for name in _MESSAGE_ARRAYS + _DISPLAY_ARRAYS},
     }
     parts_by_message = []
     for index, message in enumerate(messages, start=1):
         params["m_index"].append(index)
         params["ids"].append(message.message_id)
         params["roles"].append(message.role)
-        params["contents"].append(_dump(message.content))
+        params["contents"].append(jsonenc.dumps(message.content))
         params["errors"].append(message.is_error)
         params["sources"].append(message.source_id)
-        params["extras"].append(_dump(message.extra))
+        params["extras"].append(jsonenc.dumps(message.extra))
         parts = display_parts(message)
         parts_by_message.append(parts)
         for part in parts:
@@ -126,9 +129,15 @@ def try_append(
             params["d_message"].append(index)
             params["types"].append(part.message_type)
             params["content_types"].append(part.content_type)
-            params["d_contents"].append(_dump(part.content))
-            params["metas"].append(_dump(part.metadata))
+            params["d_contents"].append(jsonenc.dumps(part.content))
+            params["metas"].append(jsonenc.dumps(part.metadata))
     params["r"] = len(params["d_index"])
+    return params, parts_by_message
+
+
+def _execute(using: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Run the statement; its one result row, or None when it declined (no such conversation, a
+    known id, or a concurrent writer stored one of the ids first)."""
     connection = connections[using]
     with database_errors():
         try:
@@ -141,17 +150,23 @@ def try_append(
                     cursor.execute(_sql(), params)
                     row = cursor.fetchone()
         except IntegrityError:
-            return None  # a concurrent writer stored one of these ids first
-    if row is None:
-        return None  # missing conversation or a known id: the general path answers
+            return None
+    return None if row is None else tuple(row)
+
+
+def _rebuild(
+    row: tuple[Any, ...], parts_by_message: list[list[DisplayPart]], now: datetime
+) -> tuple[Conversation, list[DisplayMessage]]:
+    """The saved Conversation and display rows, from the statement's result row (the conversation
+    columns, then the display row ids by ``seq`` and the record row ids by position)."""
     values = dict(zip(_CONVERSATION_FIELDS, row[:-2], strict=True))
     for name in _JSON_FIELDS:  # Django leaves jsonb undecoded for its own fields to decode
         if isinstance(values[name], str):
-            values[name] = json.loads(values[name])
+            values[name] = jsonenc.loads(values[name])
     conversation = Conversation(**values)
     display_ids, message_ids = row[-2], row[-1]
-    first_seq = conversation.last_seq - params["r"] + 1
     event_seq = conversation.last_event_seq
+    first_seq = conversation.last_seq - len(display_ids) + 1
     rows: list[DisplayMessage] = []
     for parts, message_pk in zip(parts_by_message, message_ids, strict=True):
         for part in parts:
@@ -172,15 +187,4 @@ def try_append(
                     updated_at=now,
                 )
             )
-    if rows:
-        send_on_commit(
-            signals.display_messages_saved,
-            using,
-            conversation=conversation,
-            rows=rows,
-            event_seq=event_seq,
-        )
-    send_on_commit(
-        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
-    )
     return conversation, rows

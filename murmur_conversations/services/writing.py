@@ -1,18 +1,20 @@
 """The machinery every service shares: resolve, lock, number, finish, announce after commit.
 
-One ``Write`` is one atomic service call on one conversation. It locks the conversation row,
-takes at most one new ``event_seq`` (docs/architecture.md), keeps the counters equal to the rows,
-and queues the signals of ``signals.py`` for ``on_commit(..., robust=True)``.
+Private to ``murmur_conversations.services`` (hosts import the services from the package). One
+``Write`` is one atomic service call on one conversation. It locks the conversation row, takes at
+most one new ``event_seq`` (docs/write-path.md "Numbers you can rely on"), keeps the counters equal
+to the rows, and queues the signals of ``signals.py`` for ``on_commit(..., robust=True)`` in the
+order of :func:`announce`.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db import (
     DatabaseError,
@@ -35,6 +37,8 @@ from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 logger = logging.getLogger("murmur_conversations.signals")
 
 ConversationRef = Conversation | uuid.UUID | str
+#: The display-row fields a service changes on an existing row.
+ROW_FIELDS: Final = ("status", "content", "metadata", "event_seq", "updated_at")
 
 
 def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
@@ -52,6 +56,11 @@ def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
     raise ConversationNotFound(f"no conversation {conversation!r}")
 
 
+def owner_pk(owner: Any) -> Any:
+    """The primary key of an owner given as a user or a user pk; None stays None."""
+    return None if owner is None else getattr(owner, "pk", owner)
+
+
 def send(signal: Signal, **kwargs: Any) -> None:
     """Send ``signal`` robustly, logging (never raising) receiver errors."""
     for receiver, result in signal.send_robust(sender=Conversation, **kwargs):
@@ -62,6 +71,61 @@ def send(signal: Signal, **kwargs: Any) -> None:
 def send_on_commit(signal: Signal, using: str, **kwargs: Any) -> None:
     """Send ``signal`` once the current transaction commits; never for a rollback."""
     transaction.on_commit(lambda: send(signal, **kwargs), using=using, robust=True)
+
+
+def announce(
+    conversation: Conversation,
+    using: str,
+    event_seq: int,
+    *,
+    created: Iterable[DisplayMessage] = (),
+    updated: Iterable[DisplayMessage] = (),
+    calls: Iterable[ToolCall] = (),
+    status_changed: bool = False,
+    conversation_updated: bool = False,
+) -> None:
+    """Queue the signals of one write that took ``event_seq``, for after commit, in the order of
+    docs/websocket.md ("The frames of one write come in this order"): ``display_messages_saved``
+    (the created rows, by ``seq``), ``display_message_updated`` per changed row (by ``seq``),
+    ``tool_call_updated`` per call, ``status_changed``, ``conversation_updated``, and always
+    ``conversation_saved`` last. The general path (:meth:`Write.finish`) and the single-statement
+    path (``fastpath``) both announce through here, so their order cannot drift."""
+    rows = sorted(created, key=lambda row: row.seq)
+    if rows:
+        send_on_commit(
+            signals.display_messages_saved,
+            using,
+            conversation=conversation,
+            rows=rows,
+            event_seq=event_seq,
+        )
+    for row in sorted(updated, key=lambda row: row.seq):
+        send_on_commit(
+            signals.display_message_updated,
+            using,
+            conversation=conversation,
+            row=row,
+            event_seq=event_seq,
+        )
+    for call in calls:
+        send_on_commit(
+            signals.tool_call_updated,
+            using,
+            conversation=conversation,
+            tool_call=call,
+            event_seq=event_seq,
+        )
+    if status_changed:
+        send_on_commit(
+            signals.status_changed, using, conversation=conversation, event_seq=event_seq
+        )
+    if conversation_updated:
+        send_on_commit(
+            signals.conversation_updated, using, conversation=conversation, event_seq=event_seq
+        )
+    send_on_commit(
+        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
+    )
 
 
 @contextmanager
@@ -120,46 +184,36 @@ class Write:
         conversation.saved_at = self.now
         fields = {"record_length", "transcript_count", "last_seq", "last_event_seq", "saved_at"}
         conversation.save(using=self.using, update_fields=sorted(fields | self.extra_fields))
-        self._announce()
-
-    def _announce(self) -> None:
-        conversation, event_seq, using = self.conversation, self.event_seq, self.using
-        if self.created:
-            rows = sorted(self.created, key=lambda row: row.seq)
-            send_on_commit(
-                signals.display_messages_saved,
-                using,
-                conversation=conversation,
-                rows=rows,
-                event_seq=event_seq,
-            )
-        for row in sorted(self.updated.values(), key=lambda row: row.seq):
-            send_on_commit(
-                signals.display_message_updated,
-                using,
-                conversation=conversation,
-                row=row,
-                event_seq=event_seq,
-            )
-        for call in self.calls_changed.values():
-            send_on_commit(
-                signals.tool_call_updated,
-                using,
-                conversation=conversation,
-                tool_call=call,
-                event_seq=event_seq,
-            )
-        if self.status_changed:
-            send_on_commit(
-                signals.status_changed, using, conversation=conversation, event_seq=event_seq
-            )
-        if self.conversation_updated:
-            send_on_commit(
-                signals.conversation_updated, using, conversation=conversation, event_seq=event_seq
-            )
-        send_on_commit(
-            signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
+        announce(
+            conversation,
+            self.using,
+            self.event_seq,
+            created=self.created,
+            updated=self.updated.values(),
+            calls=self.calls_changed.values(),
+            status_changed=self.status_changed,
+            conversation_updated=self.conversation_updated,
         )
+
+    def new_row(self, **fields: Any) -> DisplayMessage:
+        """An unsaved display row of this conversation with the next ``seq``, created and stamped
+        in this call's event_seq; ``fields`` are the other DisplayMessage fields (type, content,
+        ...). The caller links its record message once that row exists, and saves it."""
+        event_seq = self.take_event()
+        return DisplayMessage(
+            conversation=self.conversation,
+            seq=self.next_seq(),
+            created_event_seq=event_seq,
+            event_seq=event_seq,
+            created_at=self.now,
+            updated_at=self.now,
+            **fields,
+        )
+
+    def save_rows(self, rows: list[DisplayMessage]) -> None:
+        """Bulk-save the changed fields (:data:`ROW_FIELDS`) of existing display rows."""
+        if rows:
+            DisplayMessage.objects.using(self.using).bulk_update(rows, ROW_FIELDS, batch_size=500)
 
 
 def lock_conversation(pk: uuid.UUID, using: str) -> Conversation:
