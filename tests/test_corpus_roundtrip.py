@@ -3,7 +3,7 @@
 through the REST API (display rows and the transcript), page by page.
 
 The corpus is not part of the repository and is never copied into it: ``MURMUR_CORPUS`` names its
-folder (tests/conftest.py), and without it these tests skip with a reason. Formats this version
+folder (tests/helpers.py, corpus_path), and without it these tests skip with a reason. Formats this version
 cannot read yet must be refused cleanly: exit 2 with "cannot read yet".
 """
 

@@ -20,7 +20,8 @@ from project.demo import views
 from project.settings import CSP_DIRECTIVES
 from tests.helpers import MakeConversation, MakeUser, Response, assert_counters_match_rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The runs play in a thread of their own, on its own connection: those tests commit for real.
+pytestmark = pytest.mark.django_db
 
 TIMEOUT = 30  # seconds a demo run may take with no delay
 
@@ -90,6 +91,7 @@ def test_run_agent_needs_login_and_post(client: Client, user: User) -> None:
     assert Conversation.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 def test_run_agent_plays_into_a_new_conversation(
     client: Client, user: User, make_user: MakeUser, no_delay: None
 ) -> None:
@@ -109,6 +111,7 @@ def test_run_agent_plays_into_a_new_conversation(
     assert not Conversation.objects.filter(owner=make_user()).exists()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_run_agent_without_script_redirects_to_the_page(
     client: Client, user: User, no_delay: None
 ) -> None:
@@ -133,6 +136,7 @@ def test_run_agent_refuses_when_busy(
     assert Conversation.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 def test_run_agent_failure_is_logged_and_releases_the_slot(
     client: Client, user: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
