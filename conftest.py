@@ -12,14 +12,17 @@ such a test whose variable *is* set fails the run.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, connections
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
@@ -70,6 +73,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name in _bad_skips:
             print("  ", name)
         session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True)
+def _release_the_worker_thread_connection(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Async tests reach the ORM in asgiref's thread-sensitive worker thread (the services'
+    ``a``-prefixed twins, ``sync_to_async``), where no request ever ends: its connection would
+    stay checked out of the pool, and PostgreSQL refuses to drop a test database in use. Close it
+    after each async test."""
+    yield
+    if inspect.iscoroutinefunction(request.function):
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result()
 
 
 _counter = itertools.count(1)
