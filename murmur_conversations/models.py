@@ -7,6 +7,7 @@ constraints, so they hold whatever writes the rows.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -358,3 +359,50 @@ class SourceRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source}:{self.source_key}"
+
+
+class ImportedSource(models.Model):
+    """How far ``import_conversations`` has read one file for one owner (docs/formats.md "Whole
+    folders"), so a re-run skips an unchanged file without parsing it and reads an appended file
+    from where the last import ended.
+
+    ``path`` is the resolved path (``path_key`` its sha256, for the unique index); ``size``,
+    ``mtime_ns`` and ``head_hash`` (sha256 of the first ``head_size`` bytes) tell an unchanged,
+    appended or replaced file apart; ``offset`` (bytes) and ``line`` (the last line number read)
+    say where to go on; ``state`` is the parser's own resume state (JSON, or null when the format
+    must be re-read whole); ``options`` the forced format and conversation id it was read with;
+    ``conversations`` the keys and ids it wrote to; ``titles`` the titles the import set, per
+    conversation id (a title a person changed since is left alone).
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_imported_sources"
+    )
+    path = models.TextField()
+    path_key = models.CharField(max_length=64)
+    format = models.CharField(max_length=32)
+    options = models.CharField(max_length=64, blank=True, default="")
+    size = models.PositiveBigIntegerField(default=0)
+    mtime_ns = models.BigIntegerField(default=0)
+    head_size = models.PositiveIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, blank=True, default="")
+    offset = models.PositiveBigIntegerField(default=0)
+    line = models.PositiveBigIntegerField(default=0)
+    state = models.JSONField(null=True, blank=True, default=None)
+    conversations = models.JSONField(default=list, blank=True)
+    titles = models.JSONField(default=dict, blank=True)
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("owner", "path")
+        constraints = (
+            models.UniqueConstraint(fields=("owner", "path_key"), name="murmur_imported_path_uniq"),
+        )
+
+    def __str__(self) -> str:
+        return self.path
+
+    @staticmethod
+    def key_of(path: str) -> str:
+        """The ``path_key`` of a resolved path: the hex sha256 of its UTF-8 bytes."""
+        return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()

@@ -34,6 +34,16 @@ def corpus_skip_reason() -> str:
     return "needs corpus: set MURMUR_CORPUS to the real-log corpus folder to run it"
 
 
+def corpus_logs() -> list[str]:
+    """The corpus's ``*/*.jsonl`` logs as paths relative to its folder, for parametrizing; without
+    a corpus one placeholder, which the ``corpus`` fixture skips with its reason (an empty
+    parameter set would skip without one)."""
+    corpus = corpus_path()
+    if corpus is None:
+        return ["no-corpus"]
+    return [p.relative_to(corpus).as_posix() for p in sorted(corpus.glob("*/*.jsonl"))]
+
+
 def assert_counters_match_rows(conversation: Conversation) -> None:
     """Every counter of ``conversation`` equals what its rows say (docs/architecture.md)."""
     conversation.refresh_from_db()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +25,7 @@ from murmur_conversations.importers.records import (
     Problem,
     SourceLine,
 )
-from murmur_conversations.models import Conversation
+from murmur_conversations.models import Conversation, Message
 
 JSON = Any  # a value ``json.loads`` returns
 
@@ -70,6 +70,31 @@ def reimport(user: User, text: str, fmt: str) -> Conversation:
     assert (code, err) == (0, "")
     [created] = Conversation.objects.exclude(pk__in=before)
     return created
+
+
+class Appender:
+    """The ``follow_wait`` of a test: each call (the follower reached the end of the file)
+    records what is in the database, then appends the next chunk; with none left it interrupts,
+    as Ctrl-C would."""
+
+    def __init__(self, path: Path, chunks: Iterable[bytes], deltas: list[tuple[str, str]]) -> None:
+        self.path = path
+        self.chunks = list(chunks)
+        self.deltas = deltas
+        self.seen: list[tuple[int, int, int]] = []  # (chunks written, messages, deltas)
+        self.written = 0
+
+    def __call__(self) -> None:
+        self.seen.append((self.written, Message.objects.count(), len(self.deltas)))
+        if not self.chunks:
+            raise KeyboardInterrupt
+        with self.path.open("ab") as file:
+            file.write(self.chunks.pop(0))
+        self.written += 1
+
+
+def follow(path: Path, user: User, wait: Callable[[], None], *extra: str) -> tuple[int, str, str]:
+    return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
 
 
 def write_json(path: Path, value: JSON) -> Path:

@@ -17,19 +17,12 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
-from tests.helpers import assert_counters_match_rows, corpus_path
+from tests.helpers import assert_counters_match_rows, corpus_logs
 from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
-_CORPUS = corpus_path()
-#: The corpus logs as paths relative to the corpus folder; without a corpus, one placeholder that
-#: the ``corpus`` fixture skips with its reason (an empty parameter set would skip without one).
-LOGS = (
-    [p.relative_to(_CORPUS).as_posix() for p in sorted(_CORPUS.glob("*/*.jsonl"))]
-    if _CORPUS is not None
-    else ["no-corpus"]
-)
+LOGS = corpus_logs()
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -41,12 +42,21 @@ BATCH: list[dict[str, Any]] = [
 
 def snapshot(
     conversation: Conversation,
-) -> tuple[Sequence[Mapping[str, object]], Sequence[Mapping[str, object]], tuple[int, ...]]:
+) -> tuple[Sequence[Mapping[str, object]], Sequence[Mapping[str, object]], tuple[object, ...]]:
     conversation.refresh_from_db()
     records = list(
         Message.objects.filter(conversation=conversation)
         .order_by("position")
-        .values("position", "role", "content", "tool_call_id", "is_error", "source_id", "extra")
+        .values(
+            "position",
+            "role",
+            "content",
+            "tool_call_id",
+            "is_error",
+            "source_id",
+            "extra",
+            "created_at",
+        )
     )
     rows = list(
         DisplayMessage.objects.filter(conversation=conversation)
@@ -62,6 +72,8 @@ def snapshot(
             "created_event_seq",
             "event_seq",
             "tool_call_id",
+            "created_at",
+            "updated_at",
         )
     )
     counters = (
@@ -69,8 +81,35 @@ def snapshot(
         conversation.transcript_count,
         conversation.last_seq,
         conversation.last_event_seq,
+        conversation.saved_at,
     )
     return records, rows, counters
+
+
+def test_fast_and_general_paths_write_the_same_times(
+    make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/write-path.md "Times": the given times land the same on both paths."""
+    start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    fast = make_conversation(created_at=start)
+    general = make_conversation(created_at=start)
+    times: list[datetime | None] = [start + timedelta(seconds=s) for s in (5, 9, 7, 1, 3, 2)]
+    times[2] = None  # an untimed message takes the call's own time
+    frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    services.save_messages(conversation=fast, messages=BATCH, times=times)
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    services.save_messages(conversation=general, messages=BATCH, times=times)
+    assert snapshot(fast) == snapshot(general)
+    assert snapshot(fast)[2][-1] == start + timedelta(seconds=9)
+    # an earlier batch never moves saved_at backwards, on either path
+    monkeypatch.undo()
+    for conversation in (fast, general):
+        services.save_messages(
+            conversation=conversation, messages=[{"role": "user", "content": "x"}], times=[start]
+        )
+        conversation.refresh_from_db()
+        assert conversation.saved_at == start + timedelta(seconds=9)
 
 
 def announced(write: Callable[[], object]) -> list[tuple[str, int, list[int]]]:
@@ -96,7 +135,9 @@ def announced(write: Callable[[], object]) -> list[tuple[str, int, list[int]]]:
 def test_fast_and_general_paths_write_the_same(
     make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast, general = make_conversation(), make_conversation()
+    frozen = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    fast, general = make_conversation(created_at=frozen), make_conversation(created_at=frozen)
     assert fastpath.eligible(connection.vendor, [], False) is False
     returned: dict[uuid.UUID, list[DisplayMessage]] = {}
 

@@ -124,6 +124,9 @@ def test_importing_twice_adds_nothing_and_owners_are_separate(
     before = (conversation.last_event_seq, Message.objects.count(), DisplayMessage.objects.count())
     code, out, _ = run(path, "--owner", alice.username)
     assert code == 0
+    assert "unchanged since the last import" in out  # docs/formats.md "Whole folders"
+    code, out, _ = run(path, "--owner", alice.username, "--reread")
+    assert code == 0
     assert "0 message(s) added of 4 read" in out
     conversation.refresh_from_db()
     after = (conversation.last_event_seq, Message.objects.count(), DisplayMessage.objects.count())
@@ -341,7 +344,8 @@ def test_undetectable_format(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "x.jsonl", '{"what": 1}')
     code, _, err = run(path, "--owner", user.username)
     assert code == 2
-    assert "cannot tell the format; pass --format" in err
+    assert "cannot tell the format: none of the first 1 line(s)" in err
+    assert "pass --format" in err
 
 
 # --------------------------------------------------------------------------- agentfootprint

@@ -123,7 +123,8 @@ def test_session_errors_and_injected_lines(corpus: Path, user: User) -> None:
     notice = DisplayMessage.objects.get(message=meta)
     assert (notice.message_type, notice.content_type) == ("system", "notification")
     conversation = Conversation.objects.get()
-    assert conversation.title.startswith("<command-message>orchestrator is running")
+    # docs/formats.md "Titles": the slash command typed, without its wrappers
+    assert conversation.title.startswith("/orchestrator @CLAUDE.md ")
     # the slash command typed (its expansion is injected) and the 3 assistant messages with text
     assert conversation.transcript_count == 1 + 3
 

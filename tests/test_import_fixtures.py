@@ -244,6 +244,9 @@ def test_fixture_imported_again_adds_nothing(name: str, user: User) -> None:
     before = (conversation.last_event_seq, counts(conversation), DisplayMessage.objects.count())
     code, out, err = run(FIXTURES / name, "--owner", user.username)
     assert (code, err) == (0, "")
+    assert "unchanged since the last import" in out  # docs/formats.md "Whole folders"
+    code, out, err = run(FIXTURES / name, "--owner", user.username, "--reread")
+    assert (code, err) == (0, "")
     assert " 0 message(s) added of " in out
     conversation.refresh_from_db()
     after = (conversation.last_event_seq, counts(conversation), DisplayMessage.objects.count())
@@ -341,8 +344,8 @@ def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user: User) ->
     sidechain = {json.loads(r.raw).get("uuid") for r in SourceRecord.objects.all()}
     assert {"s-0009", "s-0010", "s-0011", "s-0012"} <= sidechain
     assert not ToolCall.objects.filter(call_id="toolu_fixture_side").exists()
-    title = Conversation.objects.get().title
-    assert title.startswith("<command-message>tidy-index is running")
+    # docs/formats.md "Titles": the fixture's summary of this session outranks the first prompt
+    assert Conversation.objects.get().title == "Tidy the recipe index"
 
 
 def test_claude_stream_json_thinking_subagent_and_result(user: User) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
-from tests.import_helpers import run
+from tests.import_helpers import Appender, follow, run
 
 pytestmark = pytest.mark.django_db
 
@@ -42,31 +42,6 @@ def deltas() -> Iterator[list[tuple[str, str]]]:
 def shared_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Most tests run as with a shared layer; one test sets the process-local case."""
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
-
-
-class Appender:
-    """The ``follow_wait`` of a test: each call (the follower reached the end of the file)
-    records what is in the database, then appends the next chunk; with none left it interrupts,
-    as Ctrl-C would."""
-
-    def __init__(self, path: Path, chunks: Iterable[bytes], deltas: list[tuple[str, str]]) -> None:
-        self.path = path
-        self.chunks = list(chunks)
-        self.deltas = deltas
-        self.seen: list[tuple[int, int, int]] = []  # (chunks written, messages, deltas)
-        self.written = 0
-
-    def __call__(self) -> None:
-        self.seen.append((self.written, Message.objects.count(), len(self.deltas)))
-        if not self.chunks:
-            raise KeyboardInterrupt
-        with self.path.open("ab") as file:
-            file.write(self.chunks.pop(0))
-        self.written += 1
-
-
-def follow(path: Path, user: User, wait: Callable[[], None], *extra: str) -> tuple[int, str, str]:
-    return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
 
 
 def test_follow_a_file_line_by_line(

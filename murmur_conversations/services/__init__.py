@@ -43,6 +43,10 @@ from murmur_conversations.services.conversations import (
     update_conversation,
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
+from murmur_conversations.services.importing import (
+    forget_imported_source,
+    remember_imported_source,
+)
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
 from murmur_conversations.services.runs import (
     MAX_ANSWER_CHARS,
@@ -60,9 +64,11 @@ __all__ = [
     "abroadcast_delta",
     "acancel_run",
     "adelete_conversation",
+    "aforget_imported_source",
     "answer_pending_ask",
     "apurge_conversations",
     "arecover_interrupted",
+    "aremember_imported_source",
     "aresolve_tool_result",
     "asave_message",
     "asave_messages",
@@ -75,8 +81,10 @@ __all__ = [
     "broadcast_delta",
     "cancel_run",
     "delete_conversation",
+    "forget_imported_source",
     "purge_conversations",
     "recover_interrupted",
+    "remember_imported_source",
     "resolve_tool_result",
     "save_message",
     "save_messages",
@@ -103,3 +111,5 @@ adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
 arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)
+aremember_imported_source = sync_to_async(remember_imported_source)
+aforget_imported_source = sync_to_async(forget_imported_source)

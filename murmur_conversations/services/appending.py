@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connections, router, transaction
@@ -42,6 +43,7 @@ from murmur_conversations.validation import (
     check_object,
     check_short_string,
     check_size,
+    check_time,
     clean_json,
     clean_text,
 )
@@ -222,9 +224,16 @@ def save_messages(
     messages: Iterable[dict[str, Any]],
     source: str | None = None,
     source_records: Iterable[dict[str, Any]] | None = None,
+    times: Sequence[datetime | None] | None = None,
 ) -> list[DisplayMessage]:
     """Append messages to the record and create their display rows: one transaction, one lock, one
     event_seq, bulk inserts (the import path).
+
+    ``times`` (docs/write-path.md "Times"), one per message, timezone-aware or None: when each
+    message happened (an importer replaying a log). A message's record row, display rows and new
+    tool calls are stamped with its time (None: now), a result's call move too, and ``saved_at``
+    becomes the latest of them unless the stored one is later. Positions, seqs and event_seq still
+    come from the locked counters, never from times.
 
     Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``).
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
@@ -240,6 +249,7 @@ def save_messages(
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
             raise InvalidContent(f"message {index}: {error}") from error
+    stamps = _message_times(normalized, times)
     records = list(source_records or ())
     using = router.db_for_write(Conversation)
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
@@ -248,6 +258,7 @@ def save_messages(
             using=using,
             messages=normalized,
             now=timezone.now(),
+            times=[stamps.get(id(m)) for m in normalized],
         )
         if appended is not None:
             if isinstance(conversation, Conversation):
@@ -275,6 +286,7 @@ def save_messages(
             if not source:
                 raise InvalidContent("source_records need the 'source' format name")
             _insert_source_records(write, _source_record_objects(conv, source, records))
+        write.times = stamps
         rows = _write_messages(write, _load_batch(write, fresh), fresh) if fresh else []
         if existing:  # the rows of the known messages, which this call returns too
             rows = sorted(
@@ -289,6 +301,22 @@ def save_messages(
     return rows
 
 
+def _message_times(
+    messages: list[NormalizedMessage], times: Sequence[datetime | None] | None
+) -> dict[int, datetime | None]:
+    """``times`` checked (one aware datetime or None per message), keyed by ``id()`` of each
+    normalized message; empty when no times were given."""
+    if times is None:
+        return {}
+    times = list(times)
+    if len(times) != len(messages):
+        raise InvalidContent(f"times has {len(times)} entries for {len(messages)} messages")
+    return {
+        id(message): check_time(when, what=f"times[{index}]")
+        for index, (message, when) in enumerate(zip(messages, times, strict=True))
+    }
+
+
 def _write_messages(
     write: Write, batch: _Batch, fresh: list[NormalizedMessage]
 ) -> list[DisplayMessage]:
@@ -296,6 +324,8 @@ def _write_messages(
     write.take_event()
     record: dict[int, Message] = {}
     for message in fresh:
+        if write.times:
+            write.stamp(write.times.get(id(message)))
         conv.record_length += 1
         conv.transcript_count += message.in_transcript
         record[id(message)] = Message(
@@ -369,10 +399,12 @@ def save_synthetic_message(
     content_type: str,
     content: dict[str, Any],
     metadata: dict[str, Any] | None = None,
+    at: datetime | None = None,
 ) -> DisplayMessage:
     """Save a display row that is not in the record: a notice, an error, a todo snapshot
     (sagents ``save_synthetic_message``). ``content`` must have the keys its ``content_type``
-    requires; ``InvalidContent`` otherwise, or for an unknown ``message_type``."""
+    requires; ``InvalidContent`` otherwise, or for an unknown ``message_type``. ``at``: when it
+    happened (docs/write-path.md "Times"; default now)."""
     if message_type not in MessageType.values:
         raise InvalidContent(
             f"unknown message_type {message_type!r}; one of {', '.join(MessageType.values)}"
@@ -383,7 +415,8 @@ def save_synthetic_message(
     metadata = check_object(
         {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
     )
-    with writing(conversation) as write:
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
         row = write.new_row(
             message_type=message_type,
             content_type=content_type,

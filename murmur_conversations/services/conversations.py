@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
@@ -32,6 +33,7 @@ from murmur_conversations.services.writing import (
 from murmur_conversations.validation import (
     check_object,
     check_short_string,
+    check_time,
     clean_text,
 )
 
@@ -68,6 +70,7 @@ def start_conversation(
     conversation_id: uuid.UUID | str | None = None,
     source: str | None = None,
     external_id: str | None = None,
+    created_at: datetime | None = None,
 ) -> Conversation:
     """Create a conversation, or return the existing one with that id or ``(owner, source,
     external_id)`` key (agentfootprint session store).
@@ -77,6 +80,8 @@ def start_conversation(
     255 characters, ``metadata`` a JSON object of at most ``MAX_METADATA_BYTES`` (else
     ``InvalidContent``). Concurrent calls with the same id or key return one conversation and never
     raise ``IntegrityError``. A creation sends ``conversation_saved`` with event_seq 0.
+    ``created_at`` (timezone-aware; docs/write-path.md "Times") dates a new conversation, its
+    ``saved_at`` too, when it began earlier than now (an import); an existing one is not changed.
     """
     new_owner = owner_pk(owner)
     title = check_short_string(title, what="title")
@@ -86,6 +91,8 @@ def start_conversation(
     source = check_short_string(source or "", what="source", max_length=64)
     external_id = check_short_string(external_id or "", what="external_id")
     pk = None if conversation_id is None else conversation_pk(conversation_id)
+    created_at = check_time(created_at, what="created_at")
+    times = {} if created_at is None else {"created_at": created_at, "saved_at": created_at}
     manager = Conversation.objects
 
     def find() -> Conversation | None:
@@ -112,6 +119,7 @@ def start_conversation(
                         metadata=metadata,
                         source=source,
                         external_id=external_id,
+                        **times,
                     )
                     send_on_commit(
                         signals.conversation_saved, using, conversation=conversation, event_seq=0
@@ -126,16 +134,22 @@ def start_conversation(
 
 
 def update_conversation(
-    *, conversation: ConversationRef, title: Any = UNSET, metadata: Any = UNSET
+    *,
+    conversation: ConversationRef,
+    title: Any = UNSET,
+    metadata: Any = UNSET,
+    at: datetime | None = None,
 ) -> Conversation:
     """Replace ``title`` (a string of at most 255 characters) and/or ``metadata`` (a JSON object of
     at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
-    ``saved_at`` and sends ``conversation_updated``; no change, no event."""
+    ``saved_at`` (to ``at`` when given, docs/write-path.md "Times"; never backwards) and sends
+    ``conversation_updated``; no change, no event."""
     if title is not UNSET:
         title = check_short_string(title, what="title")
     if metadata is not UNSET:
         metadata = check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
-    with writing(conversation) as write:
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
         locked = write.conversation
         for name, value in (("title", title), ("metadata", metadata)):
             if value is not UNSET and getattr(locked, name) != value:
@@ -166,13 +180,18 @@ def _check_pending_ask(ask: Any) -> dict[str, Any]:
 
 
 def set_status(
-    *, conversation: ConversationRef, status: str, pending_ask: dict[str, Any] | None = None
+    *,
+    conversation: ConversationRef,
+    status: str,
+    pending_ask: dict[str, Any] | None = None,
+    at: datetime | None = None,
 ) -> Conversation:
     """Set the conversation status and always write ``pending_ask`` (omitting it clears it).
 
     ``status`` one of ``ConversationStatus`` (else ``InvalidStatus``); an ask only with ``paused``
     or ``interrupted`` (else ``InvalidPendingAsk``). The same status and ask again is a no-op.
     A new, changed or cleared ask records this call's event_seq in ``pending_ask_event_seq``.
+    ``at``: when it happened (docs/write-path.md "Times"; default now).
     """
     if status not in ConversationStatus.values:
         raise InvalidStatus(f"unknown status {status!r}; one of {', '.join(ConversationStatus)}")
@@ -180,7 +199,8 @@ def set_status(
         pending_ask = _check_pending_ask(pending_ask)
         if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
-    with writing(conversation) as write:
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
         locked = write.conversation
         if locked.status != status or locked.pending_ask != pending_ask:
             if locked.pending_ask != pending_ask:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from murmur_conversations.conf import app_settings
@@ -28,6 +29,7 @@ from murmur_conversations.services.writing import ConversationRef, Write, writin
 from murmur_conversations.validation import (
     check_short_string,
     check_size,
+    check_time,
     clean_json,
 )
 
@@ -50,7 +52,11 @@ def _locked_call(write: Write, call_id: str) -> tuple[ToolCall, DisplayMessage |
 
 
 def update_tool_status(
-    *, conversation: ConversationRef, status: str, tool_info: dict[str, Any]
+    *,
+    conversation: ConversationRef,
+    status: str,
+    tool_info: dict[str, Any],
+    at: datetime | None = None,
 ) -> DisplayMessage:
     """Move a tool call along its lifecycle (sagents ``update_tool_status``) and return its card.
 
@@ -59,7 +65,8 @@ def update_tool_status(
     pending->executing; pending|executing|interrupted -> completed|failed|cancelled;
     pending|executing -> interrupted. The same status again is a no-op. Raises ``ToolCallNotFound``
     for an unknown call, ``InvalidToolTransition`` for an unknown status or reason or a disallowed
-    move; nothing changes then.
+    move; nothing changes then. ``at``: when the move happened (docs/write-path.md "Times"; default
+    now), for ``started_at``/``finished_at`` and ``saved_at``.
     """
     if status not in ToolStatus.values:
         raise InvalidToolTransition(f"unknown tool status {status!r}")
@@ -78,7 +85,8 @@ def update_tool_status(
     name = info.get("name")
     if name is not None:
         name = check_short_string(name, what="tool_info 'name'")
-    with writing(conversation) as write:
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
         call, row = _locked_call(write, info["call_id"])
         if call.status == status:
             if row is None:

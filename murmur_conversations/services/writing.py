@@ -144,12 +144,21 @@ def database_errors() -> Iterator[None]:
 
 
 class Write:
-    """State of one locked service call; see the module docstring."""
+    """State of one locked service call; see the module docstring.
 
-    def __init__(self, conversation: Conversation, using: str) -> None:
+    ``now`` is the time rows are stamped with: the wall clock, or the time the writer gave
+    (``at``; docs/write-path.md "Times"). ``stamp`` switches it per message. ``finish`` sets
+    ``saved_at`` to the latest time stamped, never earlier than the stored one.
+    """
+
+    def __init__(self, conversation: Conversation, using: str, at: datetime | None = None) -> None:
         self.conversation = conversation
         self.using = using
-        self.now: datetime = timezone.now()
+        self.clock: datetime = timezone.now()
+        self.now: datetime = at or self.clock
+        self.latest: datetime | None = None
+        #: Times given per message by ``save_messages`` (keyed by ``id()`` of each message).
+        self.times: dict[int, datetime | None] = {}
         self.event_seq: int | None = None
         self.created: list[DisplayMessage] = []
         self.updated: dict[int, DisplayMessage] = {}
@@ -170,6 +179,12 @@ class Write:
         self.conversation.last_seq += 1
         return self.conversation.last_seq
 
+    def stamp(self, at: datetime | None) -> None:
+        """Stamp what follows with ``at`` (None: the call's own time); ``saved_at`` becomes the
+        latest time stamped."""
+        self.now = at or self.clock
+        self.latest = self.now if self.latest is None else max(self.latest, self.now)
+
     def mark_updated(self, row: DisplayMessage) -> None:
         """Record that an existing display row changed in this call (stamped with its event_seq)."""
         row.event_seq = self.take_event()
@@ -181,7 +196,9 @@ class Write:
         if self.event_seq is None:
             return
         conversation = self.conversation
-        conversation.saved_at = self.now
+        # saved_at never moves backwards: an import replaying an old log keeps a newer time.
+        when = self.now if self.latest is None else self.latest
+        conversation.saved_at = max(conversation.saved_at, when)
         fields = {"record_length", "transcript_count", "last_seq", "last_event_seq", "saved_at"}
         conversation.save(using=self.using, update_fields=sorted(fields | self.extra_fields))
         announce(
@@ -240,8 +257,9 @@ def copy_state(target: Conversation, source: Conversation) -> None:
 
 
 @contextmanager
-def writing(conversation: ConversationRef) -> Iterator[Write]:
-    """Run a service body atomically on the locked conversation; see :class:`Write`.
+def writing(conversation: ConversationRef, at: datetime | None = None) -> Iterator[Write]:
+    """Run a service body atomically on the locked conversation; see :class:`Write`. ``at`` is
+    the time of the change when the writer gives one (docs/write-path.md "Times").
 
     Raises ``ConversationNotFound``, ``WriteConflict`` (retryable), or whatever the body raises;
     in every error case nothing was written. A Conversation instance passed in is refreshed with the
@@ -250,7 +268,7 @@ def writing(conversation: ConversationRef) -> Iterator[Write]:
     pk = conversation_pk(conversation)
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
-        write = Write(lock_conversation(pk, using), using)
+        write = Write(lock_conversation(pk, using), using, at)
         yield write
         write.finish()
     if isinstance(conversation, Conversation) and conversation is not write.conversation:
