@@ -3,6 +3,8 @@
 - no module imports another module's ``_underscore`` names (``from m import _x``, ``m._x``);
 - nothing outside a package imports that package's ``_underscore`` modules (the tests, the
   benchmark and the demo use public names);
+- no module imports a test module (``test_*``) or a ``conftest``: what tests share lives in
+  fixtures (conftest.py) and helpers modules;
 - no import cycles among the modules of ``murmur_conversations`` and of ``bench``;
 - imports go one way: ``murmur_conversations`` never imports the demo project (``project``), the
   tests or the benchmark; its bottom modules (models, services, selectors and the rest of the core)
@@ -257,6 +259,22 @@ def test_no_module_imports_private_names_or_modules_of_another() -> None:
     assert sorted(KNOWN_OFFENDERS - found) == [], "no longer offending: drop from KNOWN_OFFENDERS"
 
 
+def is_test_module(name: str) -> bool:
+    last = name.rpartition(".")[2]
+    return last.startswith("test_") or last == "conftest"
+
+
+def test_no_module_imports_a_test_module_or_a_conftest() -> None:
+    wrong = [
+        f"{module.name}:{entry.line} imports {target}"
+        for module in MODULES.values()
+        for entry in imports(module)
+        for target in entry.targets
+        if is_test_module(target) and target != module.name
+    ]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("package", ["murmur_conversations", "bench"])
 def test_no_import_cycles(package: str) -> None:
     assert cycles(graph(package)) == []
@@ -302,6 +320,8 @@ def test_the_rules_catch_what_they_name() -> None:
     assert breaches_of("from murmur_conversations.selectors import __all__") == set()
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    assert is_test_module("tests.test_import") and is_test_module("tests.conftest")
+    assert not is_test_module("tests.import_helpers")
     assert private_owner(hidden) == "murmur_conversations.services"
     assert private_owner("murmur_conversations.services.appending") is None
     assert layer_of("murmur_conversations.models") == "core"
