@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.agentlog_gen import GENERATORS, write_file, write_logs
 from bench.harness import Benchmark, BenchmarkResult, RatioSpec, Variant, run_benchmark
-from bench.import_row import _run_worker
+from bench.import_row import run_worker
 from bench.stats import Target, summarize_ratio
 
 #: The re-run row's goal (seconds) for 1,000 unchanged files.
@@ -22,7 +22,7 @@ RERUN_GOAL_S = 2.0
 
 def _measured(env: dict[str, str], variant: str, files: list[str], per: float) -> Any:
     def run() -> float:
-        return float(_run_worker(env, variant, files)["seconds"]) / per
+        return float(run_worker(env, variant, files)["seconds"]) / per
 
     return run
 
@@ -71,7 +71,7 @@ def rerun_unchanged(
         kind = ("claude_session", "codex_rollout")[index % 2]
         write_file(folder / f"{index:05d}.jsonl", kind, 10_000 + index, 3)
     owner_env = {**env, "BENCH_IMPORT_OWNER": "bench-rerun"}
-    _run_worker(owner_env, "ours-as", [str(folder)])  # the first import
+    run_worker(owner_env, "ours-as", [str(folder)])  # the first import
     rerun = Variant(
         f"re-run, {files} unchanged files",
         _measured(owner_env, "ours-as", [str(folder)], 1.0),

@@ -111,7 +111,7 @@ class Codex:
 
     def __init__(
         self, session: str = "019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b", start: datetime = START
-    ):
+    ) -> None:
         self.session = session
         self.start = start
         self.clock = itertools.count()

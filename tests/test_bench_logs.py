@@ -3,18 +3,21 @@ each kind imports with exit 0, no unknown record, every call paired, and again a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from django.contrib.auth.models import User
 
 from bench.agentlog_gen import GENERATORS, write_file
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("kind", sorted(GENERATORS))
-def test_generated_logs_import_cleanly(tmp_path, user, kind):
+def test_generated_logs_import_cleanly(tmp_path: Path, user: User, kind: str) -> None:
     path = tmp_path / f"{kind}.jsonl"
     write_file(path, kind, 3, 5)
     assert write_file(tmp_path / "again.jsonl", kind, 3, 5) == path.stat().st_size  # deterministic

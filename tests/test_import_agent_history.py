@@ -4,9 +4,14 @@ times and titles. Our own small fixtures (``tests.agentlog_lines``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import (
@@ -19,14 +24,13 @@ from murmur_conversations.models import (
 from murmur_conversations.projection import transcript_entry
 from murmur_conversations.representations import iso as as_api
 from tests.agentlog_lines import START, Claude, Codex, iso, tool_use, write_jsonl
-from tests.conftest import corpus_path
-from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.helpers import assert_counters_match_rows, corpus_logs
+from tests.import_helpers import JSON, run
 
 pytestmark = pytest.mark.django_db
 
 
-def transcript(conversation):
+def transcript(conversation: Conversation) -> list[tuple[str, str]]:
     return [
         (m.role, entry["content"])
         for m in Message.objects.filter(conversation=conversation).order_by("position")
@@ -40,7 +44,7 @@ def transcript(conversation):
 
 # ------------------------------------------------------------------------------ 1. detection
 
-FIRST_LINES = {
+FIRST_LINES: dict[str, Callable[[Claude], dict[str, Any]]] = {
     "summary": lambda c: {
         "type": "summary",
         "summary": "Earlier work",
@@ -62,7 +66,9 @@ FIRST_LINES = {
 
 
 @pytest.mark.parametrize("kind", sorted(FIRST_LINES))
-def test_a_session_starting_with_bookkeeping_is_detected(tmp_path, user, kind):
+def test_a_session_starting_with_bookkeeping_is_detected(
+    tmp_path: Path, user: User, kind: str
+) -> None:
     c = Claude()
     lines = [
         FIRST_LINES[kind](c),
@@ -89,7 +95,9 @@ def test_a_session_starting_with_bookkeeping_is_detected(tmp_path, user, kind):
         (b"\n\n[1, 2]\n[3]\n", "line 3: a JSON list, not an object"),
     ],
 )
-def test_an_undetectable_file_names_its_bad_line(tmp_path, user, content, reason):
+def test_an_undetectable_file_names_its_bad_line(
+    tmp_path: Path, user: User, content: bytes, reason: str
+) -> None:
     path = tmp_path / "broken.jsonl"
     path.write_bytes(content)
     code, _, err = run(path, "--owner", user.username)
@@ -100,7 +108,7 @@ def test_an_undetectable_file_names_its_bad_line(tmp_path, user, content, reason
 # ------------------------------------------------------------------------------ 3. replayed turns
 
 
-def replayed_session():
+def replayed_session() -> tuple[Claude, list[dict[str, Any]]]:
     """One turn (a prompt; ``msg_01`` with text and ``toolu_01`` over two lines; the result;
     ``msg_02``), the same turn written again by a resumed session (new line uuids, same ids), a new
     turn."""
@@ -123,7 +131,7 @@ def replayed_session():
     return c, turn + replay + new_turn
 
 
-def test_a_replayed_turn_is_stored_once(tmp_path, user):
+def test_a_replayed_turn_is_stored_once(tmp_path: Path, user: User) -> None:
     _c, lines = replayed_session()
     path = write_jsonl(tmp_path / "resumed.jsonl", lines)
     code, _out, err = run(path, "--owner", user.username)
@@ -156,7 +164,7 @@ def test_a_replayed_turn_is_stored_once(tmp_path, user):
     assert_counters_match_rows(conversation)
 
 
-def test_a_replay_appended_after_an_import_is_stored_once(tmp_path, user):
+def test_a_replay_appended_after_an_import_is_stored_once(tmp_path: Path, user: User) -> None:
     _c, lines = replayed_session()
     path = write_jsonl(tmp_path / "resumed.jsonl", lines[:5])
     assert run(path, "--owner", user.username)[0] == 0
@@ -173,7 +181,7 @@ def test_a_replay_appended_after_an_import_is_stored_once(tmp_path, user):
     assert Message.objects.filter(conversation=conversation, role="tool").count() == 1
 
 
-def test_a_replayed_result_in_a_later_read_is_dropped(tmp_path, user):
+def test_a_replayed_result_in_a_later_read_is_dropped(tmp_path: Path, user: User) -> None:
     """Read whole again (no resume state), the replayed result's call already has its result in
     the database: the writer drops it instead of storing a late result."""
     _c, lines = replayed_session()
@@ -190,7 +198,7 @@ def test_a_replayed_result_in_a_later_read_is_dropped(tmp_path, user):
     ).exists()
 
 
-def test_results_between_the_lines_of_one_answer_wait_for_it(tmp_path, user):
+def test_results_between_the_lines_of_one_answer_wait_for_it(tmp_path: Path, user: User) -> None:
     """Claude Code writes one line per content block; a result may come before the next block of
     the same message.id: one message, and each call before its result."""
     c = Claude()
@@ -217,7 +225,7 @@ def test_results_between_the_lines_of_one_answer_wait_for_it(tmp_path, user):
     assert not DisplayMessage.objects.filter(metadata__orphan=True).exists()
 
 
-def test_a_compaction_summary_is_a_notice_not_a_turn(tmp_path, user):
+def test_a_compaction_summary_is_a_notice_not_a_turn(tmp_path: Path, user: User) -> None:
     c = Claude()
     lines = [
         c.prompt("Plan the beds"),
@@ -264,7 +272,7 @@ def test_a_compaction_summary_is_a_notice_not_a_turn(tmp_path, user):
 # ------------------------------------------------------------------------------ 4. Codex
 
 
-def test_codex_rollout_reads_every_item_kind(tmp_path, user):
+def test_codex_rollout_reads_every_item_kind(tmp_path: Path, user: User) -> None:
     x = Codex()
     lines = [
         x.meta(),
@@ -319,7 +327,7 @@ def test_codex_rollout_reads_every_item_kind(tmp_path, user):
 # ------------------------------------------------------------------------------ 5. times and titles
 
 
-def test_conversations_and_messages_carry_the_logs_times(tmp_path, user):
+def test_conversations_and_messages_carry_the_logs_times(tmp_path: Path, user: User) -> None:
     c = Claude()
     lines = [
         c.bookkeeping("mode", mode="normal"),
@@ -342,7 +350,9 @@ def test_conversations_and_messages_carry_the_logs_times(tmp_path, user):
     assert sorted(r["created_at"] for r in rows) == [as_api(first), as_api(second)]
 
 
-def test_the_sidebar_orders_imports_by_their_logs_not_by_import_order(tmp_path, user):
+def test_the_sidebar_orders_imports_by_their_logs_not_by_import_order(
+    tmp_path: Path, user: User
+) -> None:
     older, newer = (
         Claude(session="aaaaaaaa-0000-4000-8000-000000000001"),
         Claude(session="bbbbbbbb-0000-4000-8000-000000000002", start=START + timedelta(days=3)),
@@ -361,7 +371,9 @@ def test_the_sidebar_orders_imports_by_their_logs_not_by_import_order(tmp_path, 
     assert titles == ["Newer work", "Older work"]
 
 
-def test_a_reimport_or_an_older_append_never_moves_saved_at_back(tmp_path, user):
+def test_a_reimport_or_an_older_append_never_moves_saved_at_back(
+    tmp_path: Path, user: User
+) -> None:
     c = Claude()
     lines = [c.prompt("One"), c.answer("msg_1", "ok"), c.prompt("Two"), c.answer("msg_2", "ok")]
     path = write_jsonl(tmp_path / "s.jsonl", lines)
@@ -381,7 +393,7 @@ def test_a_reimport_or_an_older_append_never_moves_saved_at_back(tmp_path, user)
     )
 
 
-def test_codex_rollout_times(tmp_path, user):
+def test_codex_rollout_times(tmp_path: Path, user: User) -> None:
     x = Codex()
     path = write_jsonl(
         tmp_path / "r.jsonl", [x.meta(), x.message("user", "Hi"), x.message("assistant", "Hello")]
@@ -415,7 +427,9 @@ def test_codex_rollout_times(tmp_path, user):
         (["CUSTOM", "AI"], "My review"),
     ],
 )
-def test_claude_titles_by_rank(tmp_path, user, extra, expected):
+def test_claude_titles_by_rank(
+    tmp_path: Path, user: User, extra: list[JSON], expected: str
+) -> None:
     c = Claude()
     lines = [
         c.line(
@@ -445,7 +459,7 @@ def test_claude_titles_by_rank(tmp_path, user, extra, expected):
     assert Conversation.objects.get(owner=user).title == expected
 
 
-def test_a_title_a_person_set_is_kept(tmp_path, user):
+def test_a_title_a_person_set_is_kept(tmp_path: Path, user: User) -> None:
     from murmur_conversations import services
 
     c = Claude()
@@ -460,7 +474,9 @@ def test_a_title_a_person_set_is_kept(tmp_path, user):
     assert conversation.title == "Renamed in the app"
 
 
-def test_an_appended_title_of_a_higher_rank_replaces_the_imported_one(tmp_path, user):
+def test_an_appended_title_of_a_higher_rank_replaces_the_imported_one(
+    tmp_path: Path, user: User
+) -> None:
     c = Claude()
     lines = [c.prompt("Plan the beds"), c.answer("msg_1", "ok")]
     path = write_jsonl(tmp_path / "t.jsonl", lines)
@@ -479,7 +495,7 @@ def test_an_appended_title_of_a_higher_rank_replaces_the_imported_one(tmp_path, 
     assert Conversation.objects.get(owner=user).title == "Bed planning"
 
 
-def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
+def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path: Path, user: User) -> None:
     session = "5b6c7d8e-9f00-4a1b-8c2d-3e4f5a6b7c8d"
     stream = write_jsonl(
         tmp_path / "stream.jsonl",
@@ -541,7 +557,9 @@ def test_logs_without_a_prompt_are_titled_by_what_they_carry(tmp_path, user):
     assert titles == {"Counted 12 beds.", "Watered the north bed.", "/home/dev/orchard"}
 
 
-def test_a_file_of_bookkeeping_lines_only_makes_no_empty_conversation(tmp_path, user):
+def test_a_file_of_bookkeeping_lines_only_makes_no_empty_conversation(
+    tmp_path: Path, user: User
+) -> None:
     """Older Claude Code versions leave files holding only ``summary`` lines of other sessions."""
     pointer = write_jsonl(
         tmp_path / "3f1e0c2a-0000-4000-8000-00000000000a.jsonl",
@@ -564,7 +582,9 @@ def test_a_file_of_bookkeeping_lines_only_makes_no_empty_conversation(tmp_path, 
     assert not Conversation.objects.exists()
 
 
-def test_the_admin_transcript_shows_each_rows_time(tmp_path, admin_client, admin_user):
+def test_the_admin_transcript_shows_each_rows_time(
+    tmp_path: Path, admin_client: Client, admin_user: User
+) -> None:
     from django.urls import reverse
 
     c = Claude()
@@ -580,22 +600,17 @@ def test_the_admin_transcript_shows_each_rows_time(tmp_path, admin_client, admin
 
 # ------------------------------------------------------------------------------ the corpus
 
-_CORPUS = corpus_path()
-#: The corpus logs relative to the corpus folder; without one, a placeholder the ``corpus``
-#: fixture skips with its reason.
-CORPUS_LOGS = (
-    [p.relative_to(_CORPUS).as_posix() for p in sorted(_CORPUS.glob("*/*.jsonl"))]
-    if _CORPUS is not None
-    else ["no-corpus"]
-)
+CORPUS_LOGS = corpus_logs()
 
 
 @pytest.mark.parametrize("name", CORPUS_LOGS)
-def test_every_agent_log_of_the_corpus_imports_pairs_and_round_trips(corpus, name, user):
+def test_every_agent_log_of_the_corpus_imports_pairs_and_round_trips(
+    corpus: Path, name: str, user: User
+) -> None:
     """docs/formats.md: exit 0, no unknown record, every result linked to its call (a call
     without a result only where the log ends), read whole again as a no-op, and export, import,
     export gives the same bytes."""
-    from tests.test_export import export, reimport
+    from tests.import_helpers import export, reimport
 
     path = corpus / name
     code, out, err = run(path, "--owner", user.username)
@@ -621,15 +636,17 @@ def test_every_agent_log_of_the_corpus_imports_pairs_and_round_trips(corpus, nam
         assert export(again) == first
 
 
-def test_the_corpus_is_read(corpus):
+def test_the_corpus_is_read(corpus: Path) -> None:
     assert len(sorted(corpus.glob("*/*.jsonl"))) >= 11
 
 
-def test_a_followed_session_shows_each_result_at_once(tmp_path, user, monkeypatch):
+def test_a_followed_session_shows_each_result_at_once(
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Live (``--follow``): a result closes the answer it answers at once; the next block of the
     same answer is stored as its continuation (docs/formats.md "Claude Code")."""
     from murmur_conversations.management.commands import import_conversations
-    from tests.test_import_follow import Appender, follow
+    from tests.import_helpers import Appender, follow
 
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
     c = Claude()

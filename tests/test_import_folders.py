@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.importers import registry
+from murmur_conversations.importers.records import Item, ParseContext, Parser, SourceLine
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import (
     Conversation,
@@ -18,14 +23,13 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
-from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
-from tests.test_import_follow import run as run_with_wait
+from tests.helpers import MakeUser, assert_counters_match_rows
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
 
-def history(root):
+def history(root: Path) -> tuple[Path, Path]:
     """A home with Claude Code projects and Codex sessions of our own."""
     c = Claude()
     session = write_jsonl(
@@ -64,7 +68,7 @@ def history(root):
     return session, rollout
 
 
-def test_a_folder_imports_every_file_in_its_own_format(tmp_path, user):
+def test_a_folder_imports_every_file_in_its_own_format(tmp_path: Path, user: User) -> None:
     history(tmp_path)
     write_jsonl(tmp_path / "codex" / "sessions" / "settings.jsonl", [{"theme": "dark"}])
     code, out, err = run(
@@ -83,12 +87,14 @@ def test_a_folder_imports_every_file_in_its_own_format(tmp_path, user):
     assert ImportedSource.objects.filter(owner=user).count() == 3  # the refused one is not kept
 
 
-def test_a_rerun_skips_unchanged_files_without_parsing_them(tmp_path, user, monkeypatch):
+def test_a_rerun_skips_unchanged_files_without_parsing_them(
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     history(tmp_path)
     assert run(tmp_path, "--owner", user.username)[0] == 0
     before = [(c.pk, c.last_event_seq) for c in Conversation.objects.order_by("pk")]
 
-    def no_parsing(*args, **kwargs):
+    def no_parsing(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("an unchanged file was parsed")
 
     monkeypatch.setattr(registry, "make_parser", no_parsing)
@@ -99,21 +105,21 @@ def test_a_rerun_skips_unchanged_files_without_parsing_them(tmp_path, user, monk
     assert [(c.pk, c.last_event_seq) for c in Conversation.objects.order_by("pk")] == before
 
 
-def feed_counter(monkeypatch):
+def feed_counter(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Counts the lines each parser is fed and keeps the resume state it was given."""
-    seen: dict[str, list] = {"lines": [], "resume": []}
+    seen: dict[str, list[Any]] = {"lines": [], "resume": []}
     real = registry.make_parser
 
-    def counting(name, context):
+    def counting(name: str, context: ParseContext) -> Parser:
         parser = real(name, context)
         seen["resume"].append(context.resume)
         feed = parser.feed
 
-        def fed(line):
+        def fed(line: SourceLine) -> list[Item]:
             seen["lines"].append(line.number)
             return feed(line)
 
-        parser.feed = fed
+        monkeypatch.setattr(parser, "feed", fed)
         return parser
 
     monkeypatch.setattr(registry, "make_parser", counting)
@@ -122,8 +128,8 @@ def feed_counter(monkeypatch):
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
 def test_an_appended_file_is_read_from_where_the_last_import_ended(
-    tmp_path, user, monkeypatch, fmt
-):
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
     session, rollout = history(tmp_path)
     path = session if fmt == "claude" else rollout
     assert run(path, "--owner", user.username)[0] == 0
@@ -162,7 +168,7 @@ def test_an_appended_file_is_read_from_where_the_last_import_ended(
     assert_counters_match_rows(conversation)
 
 
-def test_an_answer_split_across_two_imports_keeps_both_parts(tmp_path, user):
+def test_an_answer_split_across_two_imports_keeps_both_parts(tmp_path: Path, user: User) -> None:
     c = Claude()
     first = [c.prompt("Read two files"), c.answer("msg_s", tool_use("toolu_a"))]
     second = [
@@ -184,7 +190,9 @@ def test_an_answer_split_across_two_imports_keeps_both_parts(tmp_path, user):
     assert set(ToolCall.objects.values_list("status", flat=True)) == {"completed"}
 
 
-def test_a_replaced_or_truncated_file_is_read_whole_again(tmp_path, user, monkeypatch):
+def test_a_replaced_or_truncated_file_is_read_whole_again(
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     session, _ = history(tmp_path)
     assert run(session, "--owner", user.username)[0] == 0
     c = Claude(session="cccccccc-0000-4000-8000-000000000003")
@@ -197,7 +205,7 @@ def test_a_replaced_or_truncated_file_is_read_whole_again(tmp_path, user, monkey
     assert Conversation.objects.filter(owner=user).count() == 2
 
 
-def test_a_torn_last_line_is_read_again_once_complete(tmp_path, user):
+def test_a_torn_last_line_is_read_again_once_complete(tmp_path: Path, user: User) -> None:
     c = Claude()
     whole = [c.prompt("Plan"), c.answer("msg_1", "Planned.")]
     path = write_jsonl(tmp_path / "live.jsonl", whole)
@@ -214,7 +222,7 @@ def test_a_torn_last_line_is_read_again_once_complete(tmp_path, user):
     assert Message.objects.count() == 2
 
 
-def test_a_refused_line_makes_the_next_run_read_the_file_again(tmp_path, user):
+def test_a_refused_line_makes_the_next_run_read_the_file_again(tmp_path: Path, user: User) -> None:
     c = Claude()
     path = write_jsonl(
         tmp_path / "bad.jsonl", [c.prompt("Plan"), "{not json", c.answer("msg_1", "ok")]
@@ -225,7 +233,9 @@ def test_a_refused_line_makes_the_next_run_read_the_file_again(tmp_path, user):
     assert code == 1 and "bad.jsonl:2: not JSON" in err  # reported again, not skipped
 
 
-def test_what_was_read_is_kept_per_owner_and_goes_with_the_owner(tmp_path, make_user):
+def test_what_was_read_is_kept_per_owner_and_goes_with_the_owner(
+    tmp_path: Path, make_user: MakeUser
+) -> None:
     history(tmp_path)
     alice, bob = make_user(), make_user()
     assert run(tmp_path, "--owner", alice.username)[0] == 0
@@ -237,7 +247,7 @@ def test_what_was_read_is_kept_per_owner_and_goes_with_the_owner(tmp_path, make_
     assert ImportedSource.objects.count() == 3
 
 
-def test_many_files_end_with_a_table_per_status(tmp_path, user):
+def test_many_files_end_with_a_table_per_status(tmp_path: Path, user: User) -> None:
     for n in range(25):
         c = Claude(session=f"dddddddd-0000-4000-8000-{n:012d}")
         write_jsonl(
@@ -255,8 +265,8 @@ def test_many_files_end_with_a_table_per_status(tmp_path, user):
 
 
 def test_the_progress_bar_shows_files_lines_and_rate_on_a_terminal(
-    tmp_path, user, monkeypatch, capsys
-):
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     history(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert run(tmp_path, "--owner", user.username)[0] == 0
@@ -264,7 +274,7 @@ def test_the_progress_bar_shows_files_lines_and_rate_on_a_terminal(
     assert "import" in shown and "B/s" in shown and "file 5/5" in shown and "lines" in shown
 
 
-def test_stdin_beside_a_folder(tmp_path, user):
+def test_stdin_beside_a_folder(tmp_path: Path, user: User) -> None:
     history(tmp_path / "home")
     x = Codex(session="019a1b2c-3d4e-7f60-8a9b-000000000009")
     data = write_jsonl(
@@ -280,34 +290,36 @@ class FolderWatcher:
     """The ``follow_wait`` of a folder: each call (a pass ended) runs the next step; with none
     left it interrupts, as Ctrl-C would."""
 
-    def __init__(self, steps):
+    def __init__(self, steps: Iterable[Callable[[], None]]) -> None:
         self.steps = list(steps)
 
-    def __call__(self):
+    def __call__(self) -> None:
         if not self.steps:
             raise KeyboardInterrupt
         self.steps.pop(0)()
 
 
-def test_follow_on_a_folder_picks_up_new_and_growing_files(tmp_path, user, monkeypatch):
+def test_follow_on_a_folder_picks_up_new_and_growing_files(
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
     history(tmp_path)
     c = Claude(session="eeeeeeee-0000-4000-8000-000000000005")
     new = tmp_path / "claude" / "projects" / "-home-dev-garden" / f"{c.session}.jsonl"
     first = [c.prompt("A new session"), c.answer("msg_n", tool_use("toolu_n"))]
-    statuses = []
+    statuses: list[str] = []
 
-    def appear():
+    def appear() -> None:
         write_jsonl(new, first)
 
-    def grow():
+    def grow() -> None:
         statuses.append(ToolCall.objects.get(call_id="toolu_n").status)  # open between passes
         write_jsonl(new, [*first, c.answer("msg_m", "Still working.")])
 
-    def look():
+    def look() -> None:
         statuses.append(ToolCall.objects.get(call_id="toolu_n").status)
 
-    code, out, err = run_with_wait(
+    code, out, err = run(
         tmp_path,
         "--owner",
         user.username,

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import (
     Conversation,
@@ -22,7 +23,7 @@ from murmur_conversations.models import (
 from murmur_conversations.projection import transcript_entry
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +55,18 @@ def documented_rows() -> dict[str, list[str]]:
 class Landing:
     """What a case's lines must add after the base prompt and answer."""
 
-    def __init__(self, check: Callable[[Any], None], note: str) -> None:
+    def __init__(self, check: Callable[[Result], object], note: str) -> None:
         self.check = check
         self.note = note
+
+
+#: A table row: lines built from a fresh writer (sessions, rollouts) or given (stream-json, exec,
+#: with or without the base prompt and answer before them), and where they land.
+ClaudeCase = tuple[Literal["claude"], Callable[[Claude], list[Any]], Landing]
+RolloutCase = tuple[Literal["rollout"], Callable[[Codex], list[Any]], Landing]
+StreamCase = tuple[Literal["stream"], list[Any], Landing, bool]
+ExecCase = tuple[Literal["exec"], list[Any], Landing, bool]
+Case = ClaudeCase | RolloutCase | StreamCase | ExecCase
 
 
 class Result:
@@ -224,6 +234,7 @@ def todo() -> Landing:
 def pending() -> Landing:
     def check(r: Result) -> None:
         assert r.conversation.status == "paused"
+        assert r.conversation.pending_ask is not None
         assert r.conversation.pending_ask["question"] == "Which bed first?"
 
     return Landing(check, "pending ask")
@@ -240,7 +251,7 @@ def structured(kind: str) -> Landing:
 # ------------------------------------------------------------------------------ Claude sessions
 
 
-def claude_case(build: Callable[[Claude], list[Any]], landing: Landing):
+def claude_case(build: Callable[[Claude], list[Any]], landing: Landing) -> ClaudeCase:
     return ("claude", build, landing)
 
 
@@ -324,7 +335,7 @@ def _summary(c: Claude) -> list[Any]:
     return [{"type": "summary", "summary": "Spring bed plan", "leafUuid": c.parent}]
 
 
-CLAUDE = {
+CLAUDE: dict[str, Case] = {
     "`user` · text or image content": claude_case(_text_prompt, prompt("carrots")),
     "`user` · `promptId` seen before": claude_case(_replayed_prompt, nothing()),
     "`user` · `<command-name>`": claude_case(
@@ -543,11 +554,11 @@ def stream_answer(message_id: str, *blocks: Any, **fields: Any) -> dict[str, Any
     )
 
 
-def stream_case(lines: list[Any], landing: Landing, base: bool = True):
+def stream_case(lines: list[Any], landing: Landing, base: bool = True) -> StreamCase:
     return ("stream", lines, landing, base)
 
 
-STREAM = {
+STREAM: dict[str, Case] = {
     "`system` · `init`": stream_case(
         [
             stream_line("system", subtype="init", cwd="/home/dev/garden-planner", model="m"),
@@ -655,7 +666,7 @@ STREAM = {
 # ------------------------------------------------------------------------------ Codex rollouts
 
 
-def rollout_case(build: Callable[[Codex], list[Any]], landing: Landing):
+def rollout_case(build: Callable[[Codex], list[Any]], landing: Landing) -> RolloutCase:
     return ("rollout", build, landing)
 
 
@@ -673,7 +684,7 @@ def _line(kind: str, payload: dict[str, Any]) -> Callable[[Codex], list[Any]]:
     return build
 
 
-ROLLOUT = {
+ROLLOUT: dict[str, Case] = {
     "`session_meta`": rollout_case(lambda x: [], key("019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b")),
     "`turn_context`": rollout_case(
         _line("turn_context", {"cwd": "/x", "model": "gpt-5"}), source()
@@ -859,7 +870,7 @@ def exec_item(event: str, **item: Any) -> dict[str, Any]:
     return {"type": event, "item": item}
 
 
-def exec_case(lines: list[Any], landing: Landing, base: bool = True):
+def exec_case(lines: list[Any], landing: Landing, base: bool = True) -> ExecCase:
     return ("exec", lines, landing, base)
 
 
@@ -870,7 +881,7 @@ def _exec_call(item_type: str, status_: str, **fields: Any) -> list[Any]:
     ]
 
 
-EXEC = {
+EXEC: dict[str, Case] = {
     "`thread.started`": exec_case([], key(THREAD)),
     "`turn.started`": exec_case([{"type": "turn.started"}], source()),
     "`turn.completed`": exec_case(
@@ -990,7 +1001,7 @@ EXEC = {
     "any other `type`": exec_case([{"type": "garden.tick"}], unknown("garden.tick")),
 }
 
-CASES = {
+CASES: dict[str, dict[str, Case]] = {
     "line kind": CLAUDE,
     "stream-json line kind": STREAM,
     "rollout line kind": ROLLOUT,
@@ -998,7 +1009,7 @@ CASES = {
 }
 
 
-def test_every_documented_row_has_a_case_and_every_case_a_row():
+def test_every_documented_row_has_a_case_and_every_case_a_row() -> None:
     documented = documented_rows()
     assert set(documented) == set(TABLES)
     for table, rows in documented.items():
@@ -1007,15 +1018,14 @@ def test_every_documented_row_has_a_case_and_every_case_a_row():
 
 def _lines_of(table: str, row: str) -> tuple[list[Any], Landing]:
     case = CASES[table][row]
-    kind = case[0]
-    if kind == "claude":
+    if case[0] == "claude":
         c = Claude()
         base = [
             c.prompt("Plan the spring beds", promptId="p-base"),
             c.answer("msg_base", "Sure, let's start."),
         ]
         return [*base, *case[1](c)], case[2]
-    if kind == "stream":
+    if case[0] == "stream":
         head = [stream_line("system", subtype="init", cwd="/home/dev/garden-planner", tools=[])]
         base = (
             [
@@ -1031,7 +1041,7 @@ def _lines_of(table: str, row: str) -> tuple[list[Any], Landing]:
             else []
         )
         return [*head, *base, *case[1]], case[2]
-    if kind == "rollout":
+    if case[0] == "rollout":
         x = Codex()
         base = [
             x.meta(),
@@ -1053,7 +1063,9 @@ ALL_ROWS = [(table, row) for table, rows in CASES.items() for row in rows]
 
 
 @pytest.mark.parametrize(("table", "row"), ALL_ROWS, ids=[f"{t}: {r}" for t, r in ALL_ROWS])
-def test_line_kind_lands_where_the_table_says(tmp_path, user, table, row):
+def test_line_kind_lands_where_the_table_says(
+    tmp_path: Path, user: User, table: str, row: str
+) -> None:
     lines, landing = _lines_of(table, row)
     path = write_jsonl(tmp_path / "log.jsonl", lines)
     code, out, err = run(path, "--owner", user.username)
@@ -1075,14 +1087,14 @@ def test_line_kind_lands_where_the_table_says(tmp_path, user, table, row):
 
 def _base_messages(table: str, row: str) -> int:
     case = CASES[table][row]
-    if case[0] in ("claude", "rollout"):
+    if case[0] == "claude" or case[0] == "rollout":
         return 2
     if not case[3]:
         return 0
     return 2 if case[0] == "stream" else 1
 
 
-def test_rows_are_distinct_and_named_like_the_docs():
+def test_rows_are_distinct_and_named_like_the_docs() -> None:
     for rows in documented_rows().values():
         assert len(rows) == len(set(rows))
         assert all(re.match(r"^(`|any other)", row) for row in rows)

@@ -8,24 +8,28 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
+from pytest_django import Settings
 
 from murmur_conversations.realtime import broadcast
 from tests.agentlog_lines import START, Claude, iso, write_jsonl
+from tests.realtime_helpers import TIMEOUT, connect
 from tests.servers import ROOT, child_environment
-from tests.test_realtime_support import TIMEOUT, connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def shared_env(settings):
+def shared_env(settings: Settings) -> Iterator[dict[str, str]]:
     yield child_environment(settings, prefix="murmur-imp")
     assert broadcast.get_broadcaster().flush(TIMEOUT)
 
 
-def import_in_child(env: dict, path, username: str) -> None:
+def import_in_child(env: dict[str, str], path: Path, username: str) -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "import_conversations", str(path), "--owner", username],
         cwd=ROOT,
@@ -46,8 +50,8 @@ def import_in_child(env: dict, path, username: str) -> None:
     strict=True,
 )
 async def test_an_open_sidebar_learns_of_a_conversation_imported_from_the_past(
-    shared_env, tmp_path, user
-):
+    shared_env: dict[str, str], tmp_path: Path, user: User
+) -> None:
     c = Claude()
     path = write_jsonl(
         tmp_path / "old.jsonl", [c.prompt("Last spring's beds"), c.answer("msg_1", "ok")]

@@ -6,6 +6,7 @@ part under ``<message.id>:<n>``. No database."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +25,9 @@ FORMATS = {
 }
 
 
-def parse(fmt, texts, start=0, resume=None):
+def parse(
+    fmt: str, texts: list[str], start: int = 0, resume: dict[str, Any] | None = None
+) -> tuple[list[str], dict[str, Any] | None]:
     parser = registry.make_parser(fmt, ParseContext(resume=resume))
     items = []
     for number, text in enumerate(texts, start=start + 1):
@@ -35,7 +38,7 @@ def parse(fmt, texts, start=0, resume=None):
 
 @settings(max_examples=40, deadline=None)
 @given(kind=st.sampled_from(sorted(GENERATORS)), cut=st.integers(min_value=0, max_value=60))
-def test_a_log_read_in_two_parts_gives_every_message_once(kind, cut):
+def test_a_log_read_in_two_parts_gives_every_message_once(kind: str, cut: int) -> None:
     texts = [json.dumps(line) for line in GENERATORS[kind](1, 6)]
     cut = min(cut, len(texts))
     whole, _ = parse(FORMATS[kind], texts)
@@ -51,7 +54,7 @@ def test_a_log_read_in_two_parts_gives_every_message_once(kind, cut):
     assert set(whole) <= set(both)
 
 
-def test_an_answer_cut_in_two_keeps_both_parts():
+def test_an_answer_cut_in_two_keeps_both_parts() -> None:
     c = Claude()
     lines = [
         c.prompt("Read"),
@@ -66,7 +69,7 @@ def test_an_answer_cut_in_two_keeps_both_parts():
 
 
 @pytest.mark.parametrize("kind", sorted(GENERATORS))
-def test_resume_state_is_json(kind):
+def test_resume_state_is_json(kind: str) -> None:
     texts = [json.dumps(line) for line in GENERATORS[kind](2, 3)]
     _, state = parse(FORMATS[kind], texts)
     assert state is not None

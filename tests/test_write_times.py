@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from murmur_conversations import services
@@ -22,7 +24,7 @@ def at(minutes: int) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
-def test_start_conversation_dates_a_new_conversation_only(user):
+def test_start_conversation_dates_a_new_conversation_only(user: User) -> None:
     conversation = services.start_conversation(
         owner=user, source="x", external_id="k", created_at=at(0)
     )
@@ -33,9 +35,9 @@ def test_start_conversation_dates_a_new_conversation_only(user):
     assert (again.created_at, again.saved_at) == (at(0), at(0))
 
 
-def test_each_message_is_stamped_and_saved_at_is_the_latest(user):
+def test_each_message_is_stamped_and_saved_at_is_the_latest(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "first", "id": "u1"},
         {
             "role": "assistant",
@@ -60,6 +62,7 @@ def test_each_message_is_stamped_and_saved_at_is_the_latest(user):
     rows = list(DisplayMessage.objects.filter(conversation=conversation).order_by("seq"))
     assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
     for row in rows:
+        assert row.message is not None
         assert row.created_at == record[row.message.message_id][1]
     call = ToolCall.objects.get(call_id="c1")
     assert (call.status, call.created_at, call.finished_at) == ("completed", at(2), at(5))
@@ -68,7 +71,7 @@ def test_each_message_is_stamped_and_saved_at_is_the_latest(user):
     assert_counters_match_rows(conversation)
 
 
-def test_a_later_result_stamps_the_existing_card(user):
+def test_a_later_result_stamps_the_existing_card(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     call = {"type": "tool_call", "id": "c1", "name": "bash", "input": {}}
     services.save_messages(
@@ -86,7 +89,7 @@ def test_a_later_result_stamps_the_existing_card(user):
     assert ToolCall.objects.get().finished_at == at(4)
 
 
-def test_saved_at_never_moves_backwards(user):
+def test_saved_at_never_moves_backwards(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     services.save_messages(
         conversation=conversation, messages=[{"role": "user", "content": "late"}], times=[at(30)]
@@ -107,7 +110,7 @@ def test_saved_at_never_moves_backwards(user):
     assert Message.objects.get(content="now").created_at <= future
 
 
-def test_untimed_messages_in_a_timed_batch_take_now(user):
+def test_untimed_messages_in_a_timed_batch_take_now(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     before = timezone.now()
     services.save_messages(
@@ -121,7 +124,7 @@ def test_untimed_messages_in_a_timed_batch_take_now(user):
     assert conversation.saved_at >= before
 
 
-def test_a_known_message_again_changes_no_time(user):
+def test_a_known_message_again_changes_no_time(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     message = {"role": "user", "content": "a", "id": "same"}
     services.save_messages(conversation=conversation, messages=[message], times=[at(1)])
@@ -139,7 +142,9 @@ def test_a_known_message_again_changes_no_time(user):
         ([at(0), at(1)], "2 entries for 1 messages"),
     ],
 )
-def test_bad_times_are_refused_and_nothing_is_written(user, times, reason):
+def test_bad_times_are_refused_and_nothing_is_written(
+    user: User, times: list[Any], reason: str
+) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     with pytest.raises(InvalidContent, match=reason):
         services.save_messages(
@@ -151,7 +156,7 @@ def test_bad_times_are_refused_and_nothing_is_written(user, times, reason):
     assert Conversation.objects.count() == 1
 
 
-def test_other_services_take_the_time_they_are_given(user):
+def test_other_services_take_the_time_they_are_given(user: User) -> None:
     conversation = services.start_conversation(owner=user, created_at=at(0))
     services.save_messages(
         conversation=conversation,
