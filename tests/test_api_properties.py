@@ -183,4 +183,5 @@ def test_schema_matches_the_responses(
 
         check()
         seen += 1
-    assert seen == 13  # the 11 routes of the app, the answer and access-log routes (the token is the demo's)
+    # the 11 routes of the app, the answer and access-log routes (the token is the demo's)
+    assert seen == 13
