@@ -5,16 +5,20 @@ nobody edits them."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
+from django.test import Client
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.models import AccessLogEntry, Conversation
+from tests.helpers import MakeUser
 
 pytestmark = pytest.mark.django_db
 
 
-def staff_scope(user) -> QuerySet[Conversation]:
+def staff_scope(user: User | AnonymousUser) -> QuerySet[Conversation]:
     """A host's SCOPE: staff read every conversation, others their own."""
     if getattr(user, "is_staff", False) and user.is_active:
         return Conversation.objects.all()
@@ -22,30 +26,30 @@ def staff_scope(user) -> QuerySet[Conversation]:
 
 
 @pytest.fixture
-def scoped(settings):
+def scoped(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {"SCOPE": "tests.test_access_log.staff_scope"}
 
 
 @pytest.fixture
-def owner(make_user):
+def owner(make_user: MakeUser) -> User:
     return make_user("owner", email="owner@example.org")
 
 
 @pytest.fixture
-def staff(make_user):
+def staff(make_user: MakeUser) -> User:
     return make_user(
         "grace", email="grace@example.org", is_staff=True, first_name="Grace", last_name="Hopper"
     )
 
 
 @pytest.fixture
-def owned(owner):
+def owned(owner: User) -> Conversation:
     conversation = services.start_conversation(owner=owner, title="mine")
     services.save_message(conversation=conversation, message={"role": "user", "content": "hi"})
     return conversation
 
 
-def api(user) -> APIClient:
+def api(user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
@@ -60,7 +64,9 @@ ROUTES = {
 }
 
 
-def test_a_scope_reader_is_logged_once_per_view_and_the_owner_never(scoped, owner, staff, owned):
+def test_a_scope_reader_is_logged_once_per_view_and_the_owner_never(
+    scoped: None, owner: User, staff: User, owned: Conversation
+) -> None:
     for route in ROUTES:
         assert api(owner).get(f"/api/conversations/{owned.pk}/{route}").status_code == 200
     assert not AccessLogEntry.objects.exists()
@@ -75,11 +81,13 @@ def test_a_scope_reader_is_logged_once_per_view_and_the_owner_never(scoped, owne
     assert set(AccessLogEntry.objects.values_list("actor_name", flat=True)) == {"Grace Hopper"}
 
 
-def test_the_owner_reads_the_log_in_keyset_pages(scoped, owner, staff, owned):
+def test_the_owner_reads_the_log_in_keyset_pages(
+    scoped: None, owner: User, staff: User, owned: Conversation
+) -> None:
     for _ in range(3):
         api(staff).get(f"/api/conversations/{owned.pk}/")
     url = f"/api/conversations/{owned.pk}/access-log/"
-    seen = []
+    seen: list[dict[str, str]] = []
     page = api(owner).get(url, {"limit": 2}).json()
     assert page["total"] == 3
     seen += page["results"]
@@ -98,19 +106,21 @@ def test_the_owner_reads_the_log_in_keyset_pages(scoped, owner, staff, owned):
     assert api(owner).get(url, {"cursor": "forged"}).status_code == 400
 
 
-def test_actor_is_the_username_without_a_full_name_and_never_an_email(owned, make_user):
+def test_actor_is_the_username_without_a_full_name_and_never_an_email(
+    owned: Conversation, make_user: MakeUser
+) -> None:
     plain = make_user("ops-bot", email="ops@example.org")
     by_mail = make_user("someone@example.org", email="someone@example.org")
-    assert (
-        services.log_access(conversation=owned, actor=plain, surface="custom").actor_name
-        == "ops-bot"
-    )
+    entry = services.log_access(conversation=owned, actor=plain, surface="custom")
+    assert entry is not None and entry.actor_name == "ops-bot"
     entry = services.log_access(conversation=owned.pk, actor=by_mail, surface="custom")
-    assert entry.actor_name == f"user {by_mail.pk}"
+    assert entry is not None and entry.actor_name == f"user {by_mail.pk}"
     assert services.log_access(conversation=owned, actor=owned.owner, surface="custom") is None
 
 
-def test_admin_views_are_logged_for_staff_who_do_not_own_it(admin_client, admin_user, owned, owner):
+def test_admin_views_are_logged_for_staff_who_do_not_own_it(
+    admin_client: Client, admin_user: User, owned: Conversation, owner: User
+) -> None:
     change = f"/admin/murmur_conversations/conversation/{owned.pk}/change/"
     assert admin_client.get(change).status_code == 200
     assert admin_client.get(change + "?page=1").status_code == 200
@@ -133,6 +143,7 @@ def test_admin_views_are_logged_for_staff_who_do_not_own_it(admin_client, admin_
     )
     assert listing.status_code == 200
     entry = AccessLogEntry.objects.first()
+    assert entry is not None
     base = f"/admin/murmur_conversations/accesslogentry/{entry.pk}/"
     assert admin_client.post(base + "delete/", {"post": "yes"}).status_code == 403
     assert admin_client.post(base + "change/", {"surface": "x"}).status_code == 403
@@ -144,7 +155,7 @@ def test_admin_views_are_logged_for_staff_who_do_not_own_it(admin_client, admin_
     assert admin_client.get("/admin/murmur_conversations/accesslogentry/add/").status_code == 403
 
 
-def test_access_log_entries_go_with_the_conversation(owned, staff):
+def test_access_log_entries_go_with_the_conversation(owned: Conversation, staff: User) -> None:
     services.log_access(conversation=owned, actor=staff, surface="admin")
     services.delete_conversation(conversation=owned)
     assert not AccessLogEntry.objects.exists()

@@ -12,13 +12,18 @@ import base64
 import io
 import json
 import zipfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.apps import apps
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from django.test import override_settings
+from django.http import HttpResponseBase, StreamingHttpResponse
+from django.test import Client, override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from murmur_conversations import checks, redaction, services, signals
 from murmur_conversations.exporters import export_murmur
@@ -31,6 +36,8 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from murmur_conversations.redaction import redact
+from tests.helpers import MakeUser
+from tests.import_helpers import JSON
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +109,7 @@ def counts_of(conversation: Conversation) -> dict[str, int]:
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), ALL_CASES, ids=[c[0] for c in ALL_CASES])
-def test_each_detector_replaces_its_secret_in_place(name, text, secret):
+def test_each_detector_replaces_its_secret_in_place(name: str, text: str, secret: str) -> None:
     value, counts = redact(text)
     assert secret not in value
     assert marker(name) in value
@@ -111,14 +118,14 @@ def test_each_detector_replaces_its_secret_in_place(name, text, secret):
     assert value.replace(marker(name), secret, 1) == text or name in {"private-key"}
 
 
-def test_a_pem_block_goes_from_begin_line_to_end_line():
+def test_a_pem_block_goes_from_begin_line_to_end_line() -> None:
     value, _ = redact("before\n" + PEM + "\nafter")
     assert value == "before\n[REDACTED:private-key]\nafter"
     truncated, _ = redact("cat id_rsa\n" + PEM.split("-----END")[0] + "(output cut)")
     assert truncated == "cat id_rsa\n[REDACTED:private-key](output cut)"
 
 
-def test_placeholders_and_ordinary_values_behind_keywords_are_kept():
+def test_placeholders_and_ordinary_values_behind_keywords_are_kept() -> None:
     for text in (
         "password=${DB_PASSWORD}",
         "password: hunter22",
@@ -131,9 +138,9 @@ def test_placeholders_and_ordinary_values_behind_keywords_are_kept():
         assert redact(text).counts == {}, text
 
 
-def test_json_structure_keys_and_identities_are_kept():
+def test_json_structure_keys_and_identities_are_kept() -> None:
     secret = SECRETS["aws-access-key"]
-    value = {
+    value: dict[str, JSON] = {
         "id": secret,
         "role": "user",
         "content": [
@@ -160,7 +167,7 @@ def test_json_structure_keys_and_identities_are_kept():
     assert counts == {"aws-access-key": 3, "keyword-secret": 1}
 
 
-def test_nothing_found_returns_the_same_object():
+def test_nothing_found_returns_the_same_object() -> None:
     value = {"role": "user", "content": "the parser drops a trailing newline"}
     result = redact(value)
     assert result.value is value and result.counts == {}
@@ -207,7 +214,7 @@ json_values = st.recursive(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
-def test_redaction_is_idempotent_and_deterministic_on_text(text):
+def test_redaction_is_idempotent_and_deterministic_on_text(text: str) -> None:
     once = redact(text)
     assert redact(text) == once
     twice = redact(once.value)
@@ -217,7 +224,7 @@ def test_redaction_is_idempotent_and_deterministic_on_text(text):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
-def test_redaction_is_idempotent_on_json_values(value):
+def test_redaction_is_idempotent_on_json_values(value: JSON) -> None:
     once = redact(value).value
     assert redact(once).value == once
     assert redact(once).counts == {}
@@ -225,7 +232,9 @@ def test_redaction_is_idempotent_on_json_values(value):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(["role", "content", "id", "password"]), texts, min_size=1))
-def test_a_source_line_is_kept_byte_for_byte_or_redacted_to_a_fixed_point(value):
+def test_a_source_line_is_kept_byte_for_byte_or_redacted_to_a_fixed_point(
+    value: dict[str, str],
+) -> None:
     line = json.dumps(value, separators=(", ", ": "))  # not the compact form: bytes matter
     stored = redact(line, source_line=True).value
     if stored != line:
@@ -237,7 +246,9 @@ def test_a_source_line_is_kept_byte_for_byte_or_redacted_to_a_fixed_point(value)
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), ALL_CASES, ids=[c[0] for c in ALL_CASES])
-def test_secrets_in_every_field_of_a_message_never_reach_a_table(conversation, name, text, secret):
+def test_secrets_in_every_field_of_a_message_never_reach_a_table(
+    conversation: Conversation, name: str, text: str, secret: str
+) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -295,7 +306,7 @@ def test_secrets_in_every_field_of_a_message_never_reach_a_table(conversation, n
     assert counts[name] >= 14
 
 
-def test_counts_are_kept_in_the_write_and_a_known_id_adds_none(conversation):
+def test_counts_are_kept_in_the_write_and_a_known_id_adds_none(conversation: Conversation) -> None:
     secret = SECRETS["github-token"]
     message = {"id": "m1", "role": "user", "content": f"a {secret} b {secret}"}
     services.save_message(conversation=conversation, message=message)
@@ -310,7 +321,7 @@ def test_counts_are_kept_in_the_write_and_a_known_id_adds_none(conversation):
     assert counts_of(conversation) == {"github-token": 4}
 
 
-def test_a_start_title_and_metadata_are_redacted_and_counted(user):
+def test_a_start_title_and_metadata_are_redacted_and_counted(user: User) -> None:
     secret = SECRETS["aws-access-key"]  # 20 characters; its marker is 25
     conversation = services.start_conversation(
         owner=user, title="x" * 234 + " " + secret, metadata={"note": secret}
@@ -320,7 +331,7 @@ def test_a_start_title_and_metadata_are_redacted_and_counted(user):
     assert counts_of(conversation) == {"aws-access-key": 1 + 1}
 
 
-def test_ids_given_by_the_writer_are_never_changed(conversation):
+def test_ids_given_by_the_writer_are_never_changed(conversation: Conversation) -> None:
     secret = SECRETS["aws-access-key"]
     services.save_message(
         conversation=conversation,
@@ -338,12 +349,12 @@ def test_ids_given_by_the_writer_are_never_changed(conversation):
 
 
 def test_deltas_and_the_pending_answer_signal_carry_redacted_text(
-    conversation, django_capture_on_commit_callbacks
-):
+    conversation: Conversation, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
     secret = SECRETS["openai-key"]
-    heard: list[dict] = []
+    heard: list[dict[str, Any]] = []
 
-    def receiver(sender, **kwargs):
+    def receiver(sender: object, **kwargs: Any) -> None:
         heard.append(kwargs)
 
     signals.delta.connect(receiver, dispatch_uid="test-delta")
@@ -365,7 +376,7 @@ def test_deltas_and_the_pending_answer_signal_carry_redacted_text(
 # --------------------------------------------------------------------------- imports
 
 
-def _murmur_file(tmp_path, lines):
+def _murmur_file(tmp_path: Path, lines: list[str]) -> Path:
     folder = tmp_path / "rec" / "ctx"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "conversation.jsonl"
@@ -373,7 +384,7 @@ def _murmur_file(tmp_path, lines):
     return path
 
 
-def _import(path, owner, *extra):
+def _import(path: Path, owner: User, *extra: str) -> str:
     out, err = io.StringIO(), io.StringIO()
     call_command(
         "import_conversations", str(path), "--owner", owner.username, *extra, stdout=out, stderr=err
@@ -381,7 +392,9 @@ def _import(path, owner, *extra):
     return out.getvalue()
 
 
-def test_imports_redact_messages_and_raw_lines_and_reimport_adds_nothing(tmp_path, make_user):
+def test_imports_redact_messages_and_raw_lines_and_reimport_adds_nothing(
+    tmp_path: Path, make_user: MakeUser
+) -> None:
     owner = make_user()
     secret = SECRETS["slack-token"]
     clean = '{"role": "user", "content": "hello",  "id": "u1"}\n'  # odd spacing: kept as is
@@ -408,7 +421,7 @@ def test_imports_redact_messages_and_raw_lines_and_reimport_adds_nothing(tmp_pat
     assert before[2] == {"slack-token": 3}  # content, its raw line, the unknown record
 
 
-def test_export_import_export_is_a_fixed_point(tmp_path, make_user):
+def test_export_import_export_is_a_fixed_point(tmp_path: Path, make_user: MakeUser) -> None:
     first_owner, second_owner = make_user(), make_user()
     lines = [
         json.dumps(
@@ -426,7 +439,7 @@ def test_export_import_export_is_a_fixed_point(tmp_path, make_user):
     assert SECRETS["github-token"] not in exported and "BEGIN RSA" not in exported
 
 
-def test_refused_lines_are_reported_without_their_secrets(tmp_path, user):
+def test_refused_lines_are_reported_without_their_secrets(tmp_path: Path, user: User) -> None:
     secret = SECRETS["aws-access-key"]
     path = _murmur_file(tmp_path, [json.dumps({"role": "user", "content": 5, "id": secret}) + "\n"])
     err = io.StringIO()
@@ -440,7 +453,7 @@ def test_refused_lines_are_reported_without_their_secrets(tmp_path, user):
 
 
 @override_settings(MURMUR_CONVERSATIONS={"MAX_CONTENT_BYTES": 16 * 1024 * 1024})
-def test_a_ten_megabyte_tool_result_is_stored_redacted(conversation):
+def test_a_ten_megabyte_tool_result_is_stored_redacted(conversation: Conversation) -> None:
     secret = SECRETS["github-token"]
     block = "ordinary build output line with numbers 12345 and paths /usr/lib/x\n" * 1600
     result = (block + secret + "\n") * 100  # about 10 MB, 100 secrets
@@ -453,6 +466,7 @@ def test_a_ten_megabyte_tool_result_is_stored_redacted(conversation):
         conversation=conversation, message={"role": "tool", "tool_call_id": "c", "content": result}
     )
     stored = ToolCall.objects.get(call_id="c").result
+    assert isinstance(stored, str)
     assert secret not in stored and stored.count(marker("github-token")) == 100
     assert counts_of(conversation) == {"github-token": 100}
 
@@ -468,7 +482,7 @@ def test_a_ten_megabyte_tool_result_is_stored_redacted(conversation):
         " " * 999 + "x",
     ],
 )
-def test_adversarial_texts_are_scanned_in_one_linear_pass(unit):
+def test_adversarial_texts_are_scanned_in_one_linear_pass(unit: str) -> None:
     """Inputs that make backtracking engines quadratic (the library's JWT pattern on Python's
     ``re`` takes seconds for 100 KB of ``eyJa.``): RE2 finishes 2 MB of each, and the result is
     a fixed point. Speed itself is measured by ``python -m bench``, not asserted here."""
@@ -480,7 +494,7 @@ def test_adversarial_texts_are_scanned_in_one_linear_pass(unit):
 # --------------------------------------------------------------------------- settings
 
 
-def test_host_patterns_allow_list_detector_choice_and_switching_off(settings):
+def test_host_patterns_allow_list_detector_choice_and_switching_off(settings: Settings) -> None:
     secret = SECRETS["aws-access-key"]
     settings.MURMUR_CONVERSATIONS = {
         "REDACT": {
@@ -499,7 +513,9 @@ def test_host_patterns_allow_list_detector_choice_and_switching_off(settings):
     assert redact(secret).value == secret
 
 
-def test_pii_is_off_by_default_and_finds_emails_cards_and_phones_when_on(settings):
+def test_pii_is_off_by_default_and_finds_emails_cards_and_phones_when_on(
+    settings: Settings,
+) -> None:
     text = "mail ada@example.org, card 4111 1111 1111 1111, call +44 20 7946 0958 today"
     assert redact(text).counts == {}
     settings.MURMUR_CONVERSATIONS = {"REDACT": {"PII": True}}
@@ -529,13 +545,16 @@ def test_pii_is_off_by_default_and_finds_emails_cards_and_phones_when_on(setting
     ],
 )
 def test_checks_refuse_bad_redaction_and_retention_settings(
-    settings, redact_setting, retention, expected
-):
+    settings: Settings,
+    redact_setting: dict[str, object] | list[str],
+    retention: int | str | None,
+    expected: str,
+) -> None:
     settings.MURMUR_CONVERSATIONS = {"REDACT": redact_setting, "RETENTION_DAYS": retention}
     assert [m.id for m in checks.check_settings()] == [expected]
 
 
-def test_good_settings_pass_the_checks(settings):
+def test_good_settings_pass_the_checks(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {
         "REDACT": {"PATTERNS": {"ticket": "TCK-[0-9]+"}, "PII": True, "PII_REGION": "GB"},
         "RETENTION_DAYS": 30,
@@ -543,7 +562,7 @@ def test_good_settings_pass_the_checks(settings):
     assert checks.check_settings() == []
 
 
-def test_every_builtin_detector_compiles_from_the_installed_library():
+def test_every_builtin_detector_compiles_from_the_installed_library() -> None:
     names = set(redaction.SECRET_DETECTORS)
     assert {*SECRETS, *(case[0] for case in CONTEXTUAL)} <= names
     assert redaction.build({}).stages  # compiles with RE2 (raises otherwise)
@@ -552,7 +571,7 @@ def test_every_builtin_detector_compiles_from_the_installed_library():
 # --------------------------------------------------------------------------- admin
 
 
-def test_the_admin_shows_the_counts(admin_client, conversation):
+def test_the_admin_shows_the_counts(admin_client: Client, conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation, message={"role": "user", "content": SECRETS["npm-token"]}
     )
@@ -563,14 +582,16 @@ def test_the_admin_shows_the_counts(admin_client, conversation):
     assert DisplayMessage.objects.filter(content__text=marker("npm-token")).exists()
 
 
-def test_admin_export_holds_no_secret(admin_client, conversation):
+def test_admin_export_holds_no_secret(admin_client: Client, conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation, message={"role": "user", "content": SECRETS["jwt"]}
     )
     other = services.start_conversation(owner=None, title="other")
-    response = admin_client.post(
+    # the stubs' test response type does not allow a streamed one: read it as what a view returns
+    response: HttpResponseBase = admin_client.post(
         "/admin/murmur_conversations/conversation/",
         {"action": "export_murmur_jsonl", "_selected_action": [conversation.pk, other.pk]},
     )
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    assert isinstance(response, StreamingHttpResponse)  # a zip, streamed from its spool file
+    archive = zipfile.ZipFile(io.BytesIO(response.getvalue()))
     assert all(SECRETS["jwt"] not in archive.read(n).decode() for n in archive.namelist())

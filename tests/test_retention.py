@@ -5,24 +5,32 @@ from __future__ import annotations
 
 import io
 import threading
+import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.apps import apps
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connections, models
 from django.db.models import ProtectedError
+from django.test import Client
 from django.utils import timezone
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from murmur_conversations import selectors, services
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import Conversation, Hold
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
+NO_REASON: Any = None  # where place_hold is given the wrong type on purpose
 
-def fill(conversation: Conversation, staff=None) -> None:
+
+def fill(conversation: Conversation, staff: User | None = None) -> None:
     """Rows in every table: record, display rows, tool calls, source records, redaction counts,
     an access log entry."""
     services.save_messages(
@@ -45,7 +53,7 @@ def age(conversation: Conversation, days: int) -> None:
     )
 
 
-def rows_referring_to(pks: set) -> dict[str, int]:
+def rows_referring_to(pks: set[uuid.UUID]) -> dict[str, int]:
     """Rows of every model of the app (found through the app registry, so new tables are
     covered) that refer to one of ``pks`` through a relation to Conversation."""
     found: dict[str, int] = {}
@@ -67,19 +75,23 @@ def rows_referring_to(pks: set) -> dict[str, int]:
     return found
 
 
-def test_a_held_conversation_cannot_be_deleted_by_anyone(make_user, conversation):
+def test_a_held_conversation_cannot_be_deleted_by_anyone(
+    make_user: MakeUser, conversation: Conversation
+) -> None:
     staff = make_user(is_staff=True)
     hold = services.place_hold(conversation=conversation, reason="Case 42", placed_by=staff)
     assert hold.placed_by == staff and selectors.is_held(conversation)
     with pytest.raises(ConversationHeld):
         services.delete_conversation(conversation=conversation)
+    owner = conversation.owner
+    assert owner is not None
     client = APIClient()
-    client.force_authenticate(conversation.owner)
+    client.force_authenticate(owner)
     response = client.delete(f"/api/conversations/{conversation.pk}/")
     assert response.status_code == 409
     assert response.json()["code"] == "conversation_held"
     with pytest.raises(ProtectedError):  # the owner's account cannot take it along either
-        conversation.owner.delete()
+        owner.delete()
     assert Conversation.objects.filter(pk=conversation.pk).exists()
     services.place_hold(conversation=conversation, reason="Case 43")  # a second: new reason
     assert Hold.objects.get().reason == "Case 43"
@@ -89,16 +101,18 @@ def test_a_held_conversation_cannot_be_deleted_by_anyone(make_user, conversation
     assert not Conversation.objects.filter(pk=conversation.pk).exists()
 
 
-def test_a_hold_needs_a_reason(conversation):
+def test_a_hold_needs_a_reason(conversation: Conversation) -> None:
     from murmur_conversations.exceptions import InvalidContent
 
-    for reason in ("", "   ", None):
+    for reason in ("", "   ", NO_REASON):
         with pytest.raises(InvalidContent):
             services.place_hold(conversation=conversation, reason=reason)
     assert not Hold.objects.exists()
 
 
-def test_purge_removes_every_row_of_every_table_and_keeps_held_ones(make_user, make_conversation):
+def test_purge_removes_every_row_of_every_table_and_keeps_held_ones(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     staff = make_user(is_staff=True)
     old, held, recent = (make_conversation(title=t) for t in ("old", "held", "recent"))
     for conversation in (old, held, recent):
@@ -113,7 +127,9 @@ def test_purge_removes_every_row_of_every_table_and_keeps_held_ones(make_user, m
     assert rows_referring_to({recent.pk})["AccessLogEntry"] == 1
 
 
-def test_purge_by_owner_in_batches_reports_progress(make_user, make_conversation):
+def test_purge_by_owner_in_batches_reports_progress(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     owner = make_user()
     for n in range(5):
         fill(make_conversation(owner=owner, title=f"c{n}"))
@@ -134,7 +150,9 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
-def test_the_command_dry_run_owner_and_retention_days(settings, make_user, make_conversation):
+def test_the_command_dry_run_owner_and_retention_days(
+    settings: Settings, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     owner = make_user()
     old, held = make_conversation(owner=owner), make_conversation(owner=owner)
     age(old, 10)
@@ -164,7 +182,7 @@ def test_the_command_dry_run_owner_and_retention_days(settings, make_user, make_
         assert refused.value.returncode == 2
 
 
-def test_age_spellings():
+def test_age_spellings() -> None:
     from murmur_conversations.management.commands.purge_conversations import parse_age
 
     assert parse_age("30d") == parse_age("30") == timedelta(days=30)
@@ -174,15 +192,17 @@ def test_age_spellings():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_purges_do_not_collide(make_user, make_conversation):
+def test_concurrent_purges_do_not_collide(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     owner = make_user()
     made = [make_conversation(owner=owner, title=f"c{n}") for n in range(24)]
     for conversation in made:
         age(conversation, 40)
     services.place_hold(conversation=made[0], reason="kept")
     barrier = threading.Barrier(3)
-    results: list = []
-    errors: list = []
+    results: list[int] = []
+    errors: list[Exception] = []
 
     def purge() -> None:
         try:
@@ -211,7 +231,9 @@ def test_concurrent_purges_do_not_collide(make_user, make_conversation):
     assert list(Conversation.objects.values_list("pk", flat=True)) == [made[0].pk]
 
 
-def test_the_admin_refuses_to_delete_a_held_conversation(admin_client, conversation):
+def test_the_admin_refuses_to_delete_a_held_conversation(
+    admin_client: Client, conversation: Conversation
+) -> None:
     services.place_hold(conversation=conversation, reason="legal")
     url = f"/admin/murmur_conversations/conversation/{conversation.pk}/delete/"
     page = admin_client.get(url)
@@ -227,8 +249,8 @@ def test_the_admin_refuses_to_delete_a_held_conversation(admin_client, conversat
 
 
 def test_holds_are_set_in_the_admin_by_staff_allowed_to(
-    admin_client, client, make_user, conversation
-):
+    admin_client: Client, client: Client, make_user: MakeUser, conversation: Conversation
+) -> None:
     url = f"/admin/murmur_conversations/conversation/{conversation.pk}/hold/"
     page = admin_client.get(f"/admin/murmur_conversations/conversation/{conversation.pk}/change/")
     assert b"Place a hold" in page.content
