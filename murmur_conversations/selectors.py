@@ -10,11 +10,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from django.db.models import QuerySet
+from django.db.models import Min, Q, QuerySet
 from django.utils.module_loading import import_string
 
 from murmur_conversations.conf import app_settings
-from murmur_conversations.models import Conversation, Message
+from murmur_conversations.models import ContentType, Conversation, Message, ToolCall
 from murmur_conversations.projection import transcript_entry
 
 Scope = Callable[[Any], QuerySet[Conversation]]
@@ -52,6 +52,77 @@ def conversation_for(user: Any, conversation_id: Any) -> Conversation | None:
     if pk is None:
         return None
     return conversations_for(user).filter(pk=pk).first()
+
+
+def top_level(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """Only the conversations that are no one's child (the sidebar, ``GET conversations/``)."""
+    return conversations.filter(parent__isnull=True)
+
+
+def children_for(user: Any, parent_id: Any) -> QuerySet[Conversation]:
+    """The children of conversation ``parent_id`` that ``user`` may read, newest first; none when
+    the parent is foreign, missing or malformed, alike (docs/api.md ``?parent=``)."""
+    parent = conversation_for(user, parent_id)
+    if parent is None:
+        return Conversation.objects.none()
+    return conversations_for(user).filter(parent=parent)
+
+
+def launching_calls(
+    parent: Conversation, children: list[tuple[uuid.UUID, str, int]]
+) -> dict[uuid.UUID, int]:
+    """Which tool call of ``parent`` launched each child: ``children`` are ``(child pk,
+    parent_call_id, parent_created_event_seq)``; the answer maps each child that names a call of
+    the parent to that ToolCall's pk.
+
+    The one place this is decided (docs/architecture.md "Child conversations"). A call id may
+    name several calls of a conversation over time (one per round, when an agent reuses ids): a
+    child was launched by the latest call of its id created at or before the child (the card's
+    ``created_event_seq`` against the child's ``parent_created_event_seq``), else, for a child
+    recorded before its call, by the first call of that id. One query."""
+    wanted = {call_id for _pk, call_id, _seq in children if call_id}
+    if not wanted:
+        return {}
+    rounds: dict[str, list[tuple[int, int]]] = {}
+    calls = (
+        ToolCall.objects.filter(conversation=parent, call_id__in=wanted)
+        .annotate(
+            created_seq=Min(
+                "display_messages__created_event_seq",
+                filter=Q(display_messages__content_type=ContentType.TOOL_CALL),
+            )
+        )
+        .values_list("pk", "call_id", "created_seq")
+    )
+    for pk, call_id, created_seq in calls:
+        rounds.setdefault(call_id, []).append((created_seq or 0, pk))
+    launched: dict[uuid.UUID, int] = {}
+    for child, call_id, created in children:
+        candidates = sorted(rounds.get(call_id, ()))
+        if not candidates:
+            continue
+        before = [pk for seq, pk in candidates if seq <= created]
+        launched[child] = before[-1] if before else candidates[0][1]
+    return launched
+
+
+def children_by_call(parent: Conversation, calls: list[ToolCall]) -> dict[int, list[str]]:
+    """The ids of the children each of ``parent``'s tool ``calls`` launched (see
+    :func:`launching_calls`), by the call's pk, oldest child first; two queries, none when the
+    parent has no children (its ``child_count``)."""
+    if not calls or parent.child_count == 0:
+        return {}
+    children = list(
+        Conversation.objects.filter(parent=parent, parent_call_id__in={c.call_id for c in calls})
+        .order_by("parent_created_event_seq", "pk")
+        .values_list("pk", "parent_call_id", "parent_created_event_seq")
+    )
+    out: dict[int, list[str]] = {}
+    wanted = {c.pk for c in calls}
+    for child, call in launching_calls(parent, children).items():
+        if call in wanted:
+            out.setdefault(call, []).append(str(child))
+    return out
 
 
 def conversation_for_hook(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from murmur_conversations.models import Conversation, DisplayMessage, Message
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from murmur_conversations.projection import transcript_entry
 
 
@@ -33,3 +33,7 @@ def assert_counters_match_rows(conversation: Conversation) -> None:
         DisplayMessage.objects.filter(conversation=conversation).values_list("event_seq", flat=True)
     )
     assert all(e <= conversation.last_event_seq for e in events)
+    assert (
+        conversation.tool_call_count == ToolCall.objects.filter(conversation=conversation).count()
+    )
+    assert conversation.child_count == Conversation.objects.filter(parent=conversation).count()
