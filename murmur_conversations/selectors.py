@@ -98,12 +98,21 @@ def launching_calls(
         rounds.setdefault(call_id, []).append((created_seq or 0, pk))
     launched: dict[uuid.UUID, int] = {}
     for child, call_id, created in children:
-        candidates = sorted(rounds.get(call_id, ()))
-        if not candidates:
-            continue
-        before = [pk for seq, pk in candidates if seq <= created]
-        launched[child] = before[-1] if before else candidates[0][1]
+        call = launching_round(rounds.get(call_id, []), created)
+        if call is not None:
+            launched[child] = call
     return launched
+
+
+def launching_round(rounds: list[tuple[int, int]], created: int) -> int | None:
+    """Of the calls sharing one call id, ``rounds`` as ``(created_event_seq, pk)``, the pk of
+    the one that launched a child created at the parent's event ``created``: the latest created
+    at or before it, else the first (a child recorded before its call); None without calls."""
+    ordered = sorted(rounds)
+    if not ordered:
+        return None
+    before = [pk for seq, pk in ordered if seq <= created]
+    return before[-1] if before else ordered[0][1]
 
 
 def children_by_call(parent: Conversation, calls: list[ToolCall]) -> dict[int, list[str]]:
