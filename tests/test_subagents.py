@@ -24,8 +24,8 @@ from murmur_conversations.exceptions import (
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from murmur_conversations.selectors import launching_calls, launching_round
 from tests.api_helpers import API, malformed_variants, missing_id, token_client, url
-from tests.test_concurrency import run_threads
 from tests.helpers import assert_counters_match_rows
+from tests.test_concurrency import run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -389,7 +389,7 @@ def family(user, make_conversation):
 
 
 def test_the_list_shows_top_level_conversations_with_their_child_counts(user, family):
-    top, first, second, also = family
+    top = family[0]
     body = token_client(user).get(f"{API}conversations/").json()
     assert [row["id"] for row in body["results"]] == [str(top.pk)]
     assert body["total"] == 1
