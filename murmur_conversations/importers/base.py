@@ -124,6 +124,7 @@ class _Target:
     first_time: datetime | None = None  # the first line time of this key
     title: Title | None = None  # the best title of this key
     unknown_held: bool = False  # an unknown record of this key: kept whatever comes
+    outside: bool = False  # a parent this source names but gives no line of
 
 
 class _Writer:
@@ -217,6 +218,11 @@ class _Writer:
         if self.target is not None and self.target.key != key:
             self.flush()
         target = self.targets.get(key)
+        if target is not None and target.outside:
+            target.outside = False  # its lines came after all
+            if target.conversation is not None and str(target.conversation.pk) not in self.touched:
+                self.touched[str(target.conversation.pk)] = target.conversation
+                self.outcome.conversations.append(str(target.conversation.pk))
         if target is None:
             parent = None if item.parent is None else _external_id(item.parent)
             call_id = item.call_id or self.links.pop(key, None)
@@ -301,7 +307,7 @@ class _Writer:
         if target.parent is not None:
             above = self.targets.get(target.parent)
             if above is None:
-                above = self.targets[target.parent] = _Target(target.parent)
+                above = self.targets[target.parent] = _Target(target.parent, outside=True)
             parent = self.ensure(above)
         key = target.key
         title = self.best_title(target)
@@ -327,7 +333,7 @@ class _Writer:
             if title:
                 rank = target.title.rank if target.title is not None and target.title.text else -1
                 self.outcome.titles[pk] = (title, rank)
-        if pk not in self.touched:
+        if pk not in self.touched and not target.outside:
             self.touched[pk] = conversation
             self.outcome.conversations.append(pk)
             if parent is not None:

@@ -206,6 +206,14 @@ def resumable(parser: Any) -> dict[str, Any] | None:
     return snapshot() if callable(snapshot) else None
 
 
+def subagent_links(parser: Any) -> dict[str, str]:
+    """``parser.subagent_links()`` after ``finish``: agent id -> the call that launched it, for
+    the subagents' own files read after it (Claude Code); empty for other formats."""
+    links = getattr(parser, "subagent_links", None)
+    found = links() if callable(links) else {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def parse_time(value: Any) -> datetime | None:
     """docs/formats.md "Times": an ISO 8601 text (``Z`` or an offset; a time without one is UTC) or
     a number of seconds, milliseconds or microseconds since the Unix epoch (told apart by size), as
