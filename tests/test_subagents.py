@@ -11,6 +11,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from murmur_conversations import services, signals
@@ -501,3 +502,39 @@ def test_deleting_a_parent_while_its_children_write(parent, user):
     if errors[0] is None:
         assert not Conversation.objects.exists()
         assert not ToolCall.objects.exists()
+
+
+# ------------------------------------------------------------------------------ admin
+
+
+def test_the_admin_links_a_child_to_its_parent_and_lists_a_parents_children(admin_client, family):
+    top, first, second, also = family
+    Conversation.objects.filter(pk=first.pk).update(title="<b>Count</b>")
+    page = admin_client.get(
+        reverse("admin:murmur_conversations_conversation_change", args=[top.pk])
+    )
+    assert page.status_code == 200
+    text = page.content.decode()
+    for child in (first, second, also):
+        assert reverse("admin:murmur_conversations_conversation_change", args=[child.pk]) in text
+    assert "&lt;b&gt;Count&lt;/b&gt;" in text and "<b>Count</b>" not in text
+    assert "call toolu_b" in text and "1 step(s)" in text
+    listed = admin_client.get(
+        reverse("admin:murmur_conversations_conversation_changelist")
+        + f"?parent__id__exact={top.pk}"
+    )
+    assert listed.status_code == 200
+    assert {c.pk for c in listed.context["cl"].result_list} == {first.pk, second.pk, also.pk}
+    child_page = admin_client.get(
+        reverse("admin:murmur_conversations_conversation_change", args=[first.pk])
+    ).content.decode()
+    assert reverse("admin:murmur_conversations_conversation_change", args=[top.pk]) in child_page
+
+
+def test_deleting_a_parent_in_the_admin_deletes_its_children(admin_client, family):
+    top = family[0]
+    response = admin_client.post(
+        reverse("admin:murmur_conversations_conversation_delete", args=[top.pk]), {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not Conversation.objects.exists()
