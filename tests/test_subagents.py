@@ -538,3 +538,23 @@ def test_deleting_a_parent_in_the_admin_deletes_its_children(admin_client, famil
     )
     assert response.status_code == 302
     assert not Conversation.objects.exists()
+
+
+def test_tool_call_pages_with_children_take_a_fixed_number_of_queries(user, family):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    top = family[0]
+    client = token_client(user)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url(top.pk, "tool-calls/")).status_code == 200
+        return len(captured)
+
+    few = count()
+    for _ in range(20):
+        services.start_conversation(owner=user, parent=top, parent_call_id="toolu_a")
+    assert count() == few
+    # token, conversation, count, page, and the children and their calls' rounds
+    assert few <= 6
