@@ -15,6 +15,7 @@ __all__ = [
     "InvalidToolTransition",
     "NoPendingAsk",
     "OwnershipConflict",
+    "ParentConflict",
     "ToolCallNotFound",
     "WriteConflict",
 ]
@@ -56,6 +57,12 @@ class InvalidStatus(ConversationsError, ValueError):
 
 class OwnershipConflict(ConversationsError):
     """The conversation already belongs to another owner (agentfootprint's write-once owner rule)."""
+
+
+class ParentConflict(ConversationsError):
+    """The conversation exists with another parent, or was launched by another call: a child's
+    parent is set at creation and its ``parent_call_id`` is write-once (docs/architecture.md
+    "Child conversations")."""
 
 
 class WriteConflict(ConversationsError):

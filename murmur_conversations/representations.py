@@ -59,9 +59,10 @@ def record_row(message: Message) -> dict[str, Any]:
     }
 
 
-def tool_call_row(call: ToolCall) -> dict[str, Any]:
+def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str, Any]:
     """``{call_id, name, arguments, status, interrupt_reason, display_text, result, error,
-    started_at, finished_at, event_seq}``."""
+    started_at, finished_at, event_seq, children}``; ``children`` are the ids of the child
+    conversations the call launched (``selectors.children_by_call``), oldest first."""
     return {
         "call_id": call.call_id,
         "name": call.name,
@@ -74,12 +75,17 @@ def tool_call_row(call: ToolCall) -> dict[str, Any]:
         "started_at": iso(call.started_at),
         "finished_at": iso(call.finished_at),
         "event_seq": call.event_seq,
+        "children": list(children or ()),
     }
 
 
 def summary_row(conversation: Conversation) -> dict[str, Any]:
-    """The summary row: ``id, title, saved_at, created_at, status, format, message_count``, and
-    nothing from inside the conversation (``message_count`` is ``transcript_count``)."""
+    """The summary row: ``id, title, saved_at, created_at, status, format, message_count,
+    parent_id, parent_call_id, child_count, steps``, and nothing from inside the conversation
+    (``message_count`` is ``transcript_count``; ``steps`` is ``tool_call_count``; ``parent_id``
+    and ``parent_call_id`` are null for a top-level conversation, and the call id null when the
+    log does not say)."""
+    parent_id = conversation.parent_id
     return {
         "id": str(conversation.pk),
         "title": conversation.title,
@@ -88,6 +94,10 @@ def summary_row(conversation: Conversation) -> dict[str, Any]:
         "status": conversation.status,
         "format": conversation.format,
         "message_count": conversation.transcript_count,
+        "parent_id": None if parent_id is None else str(parent_id),
+        "parent_call_id": conversation.parent_call_id or None,
+        "child_count": conversation.child_count,
+        "steps": conversation.tool_call_count,
     }
 
 

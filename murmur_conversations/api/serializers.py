@@ -40,6 +40,10 @@ class SummarySerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ConversationStatus.choices)
     format = serializers.ChoiceField(choices=["conversation-v1", "flowchart-v1"])
     message_count = serializers.IntegerField(min_value=0)
+    parent_id = serializers.UUIDField(allow_null=True)
+    parent_call_id = serializers.CharField(allow_null=True)
+    child_count = serializers.IntegerField(min_value=0)
+    steps = serializers.IntegerField(min_value=0)
 
 
 class DetailSerializer(SummarySerializer):
@@ -99,6 +103,7 @@ class ToolCallRowSerializer(serializers.Serializer[Any]):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     event_seq = serializers.IntegerField(min_value=0)
+    children = serializers.ListField(child=serializers.UUIDField())
 
 
 def page_serializer(name: str, row: type[serializers.Serializer[Any]]) -> type[Any]:

@@ -43,6 +43,7 @@ from murmur_conversations.api.pagination import (
     transcript_limit,
 )
 from murmur_conversations.api.params import (
+    query_value,
     read_answer,
     read_json_object,
     read_patch,
@@ -75,9 +76,12 @@ from murmur_conversations.representations import (
 )
 from murmur_conversations.selectors import (
     access_log,
+    children_by_call,
+    children_for,
     conversation_for_hook,
     conversations_for,
     owned_conversation,
+    top_level,
     transcript,
 )
 
@@ -91,6 +95,13 @@ SINCE_PARAM: Param = (
     "Only rows changed after this event_seq (an integer >= 0).",
 )
 STATUS_PARAM: Param = ("status", str, "query", "Only tool calls with this status.")
+PARENT_PARAM: Param = (
+    "parent",
+    str,
+    "query",
+    "List this conversation's children instead (another user's id lists nothing, like a missing "
+    "one).",
+)
 
 
 def _int_key(key: list[Any] | None, size: int) -> list[int] | None:
@@ -125,17 +136,24 @@ class ConversationViewSet(ConversationScopedViewSet):
     # ------------------------------------------------------------------ conversations
 
     @document(
-        summary="The caller's conversations, saved_at desc then id desc",
-        params=PAGE_PARAMS,
+        summary="The caller's top-level conversations, or one's children; saved_at desc, id desc",
+        params=[*PAGE_PARAMS, PARENT_PARAM],
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
-        """A page of summary rows; ``total`` counts the caller's conversations. (Not named
-        ``list``: the body is one page object, and schema tools read ``list`` as an array.)"""
-        binding = CursorBinding("conversations", str(request.user.pk))
+        """A page of summary rows: the caller's top-level conversations, or with ``?parent=<id>``
+        that conversation's children (none for a foreign, missing or malformed id, alike);
+        ``total`` counts them. (Not named ``list``: the body is one page object, and schema tools
+        read ``list`` as an array.)"""
+        parent = query_value(request.query_params, "parent")
+        params = () if parent is None else (("parent", parent),)
+        binding = CursorBinding("conversations", str(request.user.pk), params)
         key = binding.read(request.query_params.get("cursor"))
         limit = page_limit(request.query_params)
-        scoped = conversations_for(request.user)
+        if parent is None:
+            scoped = top_level(conversations_for(request.user))
+        else:
+            scoped = children_for(request.user, parent)
         rows = scoped
         if key is not None:
             saved_at, pk = _conversation_key(key)
@@ -341,7 +359,9 @@ class ConversationViewSet(ConversationScopedViewSet):
             calls = calls.filter(pk__lt=after[0])
         fetched = list(calls.order_by("-pk")[: limit + 1])
         page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda c: [c.pk])
-        return Response(body([tool_call_row(c) for c in page.rows], page, total))
+        launched = children_by_call(self.conversation, list(page.rows))
+        results = [tool_call_row(c, launched.get(c.pk)) for c in page.rows]
+        return Response(body(results, page, total))
 
 
 class AccessLogViewSet(ConversationScopedViewSet):
