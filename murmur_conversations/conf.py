@@ -6,6 +6,7 @@ is reported by ``manage.py check`` (see ``checks.py``), not by the first request
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Final
 
 from django.conf import settings as django_settings
@@ -28,6 +29,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     "GROUP_PREFIX": "murmur",
     # Seconds between database reads of a websocket consumer on a process-local channel layer.
     "DB_TAIL_INTERVAL": 0.25,
+    # Prices in USD per million tokens, by model, over the dated default table (docs/usage.md).
+    "PRICES": {},
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -75,6 +78,13 @@ class AppSettings:
     @property
     def db_tail_interval(self) -> float:
         return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def prices(self) -> dict[str, dict[str, Decimal]]:
+        """The price table: ``usage.DEFAULT_PRICES`` with ``PRICES`` applied."""
+        from murmur_conversations.usage import price_table
+
+        return price_table(self.PRICES)
 
     @property
     def hooks(self) -> dict[str, Any]:

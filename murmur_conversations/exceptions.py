@@ -63,3 +63,8 @@ class WriteConflict(ConversationsError):
     Wraps "database is locked", deadlocks, serialization failures, a connection lost in the middle of
     a call and a connection-pool timeout. ``__cause__`` holds the original database error.
     """
+
+
+class InvalidSearch(ConversationsError, ValueError):
+    """A search query that cannot be read: not a string, blank, too long, or holding a NUL
+    character (docs/search.md)."""

@@ -316,9 +316,9 @@ def ensure(connection: Any) -> bool:
         present = {name for _type, name in cursor.fetchall()}
         if DISPLAY_FTS not in present:
             return False  # migration 0003 is not applied
+        placeholders = ", ".join(["%s"] * len(_SQLITE_TRIGGERS))
         cursor.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN (%s)"
-            % ", ".join(["%s"] * len(_SQLITE_TRIGGERS)),
+            f"SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ({placeholders})",
             list(_SQLITE_TRIGGERS),
         )
         triggers = {row[0] for row in cursor.fetchall()}

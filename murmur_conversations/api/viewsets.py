@@ -45,6 +45,7 @@ from murmur_conversations.api.params import (
     read_answer,
     read_json_object,
     read_patch,
+    read_search,
     read_since,
     read_status_filter,
 )
@@ -71,6 +72,7 @@ from murmur_conversations.representations import (
     summary_row,
     tool_call_row,
 )
+from murmur_conversations.search import matching_conversations
 from murmur_conversations.selectors import conversation_for_hook, conversations_for, transcript
 
 PAGE_PARAMS = [LIMIT_PARAM, CURSOR_PARAM]
@@ -83,6 +85,12 @@ SINCE_PARAM: Param = (
     "Only rows changed after this event_seq (an integer >= 0).",
 )
 STATUS_PARAM: Param = ("status", str, "query", "Only tool calls with this status.")
+Q_PARAM: Param = (
+    "q",
+    str,
+    "query",
+    "Only conversations whose title or a message matches these words (docs/search.md).",
+)
 
 
 def _int_key(key: list[Any] | None, size: int) -> list[int] | None:
@@ -103,17 +111,22 @@ class ConversationViewSet(ConversationScopedViewSet):
     # ------------------------------------------------------------------ conversations
 
     @document(
-        summary="The caller's conversations, saved_at desc then id desc",
-        params=PAGE_PARAMS,
+        summary="The caller's conversations, saved_at desc then id desc; q filters them",
+        params=[*PAGE_PARAMS, Q_PARAM],
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
-        """A page of summary rows; ``total`` counts the caller's conversations. (Not named
+        """A page of summary rows; ``total`` counts the caller's conversations (those matching
+        ``q``, with ``q``: whose title or a display row matches it, docs/search.md). (Not named
         ``list``: the body is one page object, and schema tools read ``list`` as an array.)"""
-        binding = CursorBinding("conversations", str(request.user.pk))
+        query = read_search(request.query_params, required=False)
+        params = () if query is None else (("q", query.raw),)
+        binding = CursorBinding("conversations", str(request.user.pk), params)
         key = binding.read(request.query_params.get("cursor"))
         limit = page_limit(request.query_params)
         scoped = conversations_for(request.user)
+        if query is not None:
+            scoped = matching_conversations(scoped, query)
         rows = scoped
         if key is not None:
             saved_at, pk = _conversation_key(key)

@@ -27,6 +27,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
+from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -312,6 +313,7 @@ def _write_messages(
         )
         _plan_message(write, batch, message)
     Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
+    count_usage(write, fresh, record)
     ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
     new_rows: list[DisplayMessage] = []
     for source_message, row in batch.new_rows:

@@ -16,6 +16,7 @@ from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
     Message,
+    MessageUsage,
     SourceRecord,
     ToolCall,
 )
@@ -39,7 +40,7 @@ def delete_conversation(*, conversation: ConversationRef) -> None:
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
         locked = lock_conversation(pk, using)
-        for model in (DisplayMessage, ToolCall, Message, SourceRecord):
+        for model in (DisplayMessage, ToolCall, MessageUsage, Message, SourceRecord):
             manager = model._default_manager.using(using)
             while True:
                 ids = list(
