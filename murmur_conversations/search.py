@@ -55,6 +55,7 @@ _CONTEXT_CHARS: Final = 80
 _START: Final = "\ue000\ue001"
 _STOP: Final = "\ue001\ue000"
 _PUA: Final = "\ue000\ue001"
+_FRAGMENTS: Final = " … "
 _OR: Final = "or"
 _TOKEN = re.compile(r'"|[^\s"]+')
 
@@ -84,7 +85,10 @@ class SearchQuery:
         """The canonical ``websearch_to_tsquery`` text of this query."""
 
         def term(t: Term) -> str:
-            text = f'"{t.text}"' if t.phrase else t.text
+            # Word breaks as the index has them: "src/lexer.py" is the phrase "src lexer py".
+            words = search_index.break_words(t.text).split()
+            joined = " ".join(words)
+            text = f'"{joined}"' if t.phrase or len(words) > 1 else joined
             return f"-{text}" if t.negated else text
 
         return " or ".join(" ".join(term(t) for t in group) for group in self.groups)
@@ -221,8 +225,9 @@ def _pg_rank(query: SearchQuery) -> _Sql:
 
 
 def _pg_title_matches(query: SearchQuery) -> _Sql:
+    # The expression of the title index, so the planner uses it.
     return _Sql(
-        f"to_tsvector('{search_index.PG_CONFIG}'::regconfig, {{0}}) @@ {_TSQUERY}",
+        f"{search_index.pg_vector_sql('{0}')} @@ {_TSQUERY}",
         F("title"),
         Value(query.websearch()),
         output_field=BooleanField(),
@@ -385,20 +390,24 @@ def _add_snippets(hits: list[Hit], query: SearchQuery, backend: str, using: str)
     marked: dict[int, str] = {}
     if backend == "postgresql":
         options = (
-            f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=24, MinWords=10, ShortWord=2, '
-            'MaxFragments=2, FragmentDelimiter=" … "'
+            f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=24, MinWords=10, ShortWord=0, '
+            f'MaxFragments=2, FragmentDelimiter="{_FRAGMENTS}"'
         )
-        text = search_index.pg_text_sql('"content_type"', '"content"', '"metadata"')
+        text = (
+            f"translate({search_index.pg_text_sql('content_type', 'content', 'metadata')}, %s, '')"
+        )
         table = DisplayMessage._meta.db_table
         with connections[using].cursor() as cursor:
+            # The headline is made from the text as indexed (word breaks as spaces), then put
+            # back on the text itself, which has the same length.
             cursor.execute(
-                f"SELECT id, ts_headline('{search_index.PG_CONFIG}'::regconfig, "
-                f"translate({text}, %s, ''), websearch_to_tsquery("
+                f"SELECT id, original, ts_headline('{search_index.PG_CONFIG}'::regconfig, "
+                f"{search_index.pg_words_sql('original')}, websearch_to_tsquery("
                 f"'{search_index.PG_CONFIG}'::regconfig, %s), %s) "
-                f'FROM "{table}" WHERE id = ANY(%s)',
-                [_PUA, query.websearch(), options, ids],
+                f'FROM (SELECT id, {text} AS original FROM "{table}" WHERE id = ANY(%s)) AS t',
+                [query.websearch(), options, _PUA, ids],
             )
-            marked = dict(cursor.fetchall())
+            marked = {pk: _restore(headline, original) for pk, original, headline in cursor}
     elif backend == "sqlite":
         table = search_index.DISPLAY_FTS
         placeholders = ", ".join(["%s"] * len(ids))
@@ -415,6 +424,30 @@ def _add_snippets(hits: list[Hit], query: SearchQuery, backend: str, using: str)
             marked[row.pk] = _fallback_snippet(text, query.wanted())
     for hit in hits:
         hit.snippet, hit.highlights = unmark(marked.get(hit.display_message_id) or "")
+
+
+def _restore(marked: str, original: str) -> str:
+    """A PostgreSQL headline of ``break_words(original)`` with the characters of ``original``
+    back in it (its marks kept); a fragment that cannot be placed is kept as it came."""
+    words = search_index.break_words(original)
+    restored: list[str] = []
+    start = 0
+    for fragment in marked.split(_FRAGMENTS):
+        plain = fragment.replace(_START, "").replace(_STOP, "")
+        found = words.find(plain, start) if plain else -1
+        if found < 0:
+            restored.append(fragment)
+            continue
+        source = iter(original[found : found + len(plain)])
+        pieces = re.split(f"({_START}|{_STOP})", fragment)
+        restored.append(
+            "".join(
+                piece if piece in (_START, _STOP) else "".join(next(source) for _ in piece)
+                for piece in pieces
+            )
+        )
+        start = found + len(plain)
+    return _FRAGMENTS.join(restored)
 
 
 def _fallback_snippet(text: str, wanted: Iterable[str]) -> str:

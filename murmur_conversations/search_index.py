@@ -4,8 +4,9 @@ Every write path (the general one, PostgreSQL's single-statement append, bulk im
 keeps the index in the same transaction as the rows, with no Python in between:
 
 - **PostgreSQL**: a stored generated ``tsvector`` column ``search_vector`` on the display table,
-  ``to_tsvector('english', murmur_search_text(content_type, content, metadata))``, with a GIN
-  index; titles through a GIN expression index on ``to_tsvector('english', title)``.
+  ``to_tsvector('english', murmur_search_text(content_type, content, metadata))`` (with
+  :data:`WORD_BREAKS` turned into spaces first), with a GIN index; titles through a GIN
+  expression index on the same ``to_tsvector`` of ``title``.
 - **SQLite**: an FTS5 table (``porter unicode61`` tokenizer) holding each display row's
   searchable text under the row's id, kept by triggers on the display table; titles in a second
   FTS5 table over ``murmur_title_doc`` (external content), kept by triggers on the conversation
@@ -96,6 +97,29 @@ def backend_for(vendor: str) -> Backend:
 # --------------------------------------------------------------------------- PostgreSQL
 
 
+#: Characters PostgreSQL's parser reads as part of a path, host, e-mail address, URL or version
+#: number ("src/lexer.py" is one token): in the index and in queries they separate words, as
+#: on SQLite, so a word inside a path or an address is found.
+WORD_BREAKS: Final = "/\\.@:?=&#~"
+_BREAKS_TABLE: Final = str.maketrans(WORD_BREAKS, " " * len(WORD_BREAKS))
+
+
+def break_words(text: str) -> str:
+    """``text`` with :data:`WORD_BREAKS` replaced by spaces (same length, offsets unchanged)."""
+    return text.translate(_BREAKS_TABLE)
+
+
+def pg_words_sql(text: str) -> str:
+    """:func:`break_words` in SQL, over the text expression ``text``."""
+    breaks = WORD_BREAKS.replace("'", "''")
+    return f"translate({text}, '{breaks}', '{' ' * len(WORD_BREAKS)}')"
+
+
+def pg_vector_sql(text: str) -> str:
+    """The ``tsvector`` of the text expression ``text``, as the index computes it."""
+    return f"to_tsvector('{PG_CONFIG}'::regconfig, {pg_words_sql(text)})"
+
+
 def pg_text_sql(content_type: str, content: str, metadata: str) -> str:
     """A call of the searchable-text function on these column expressions."""
     return f"{FUNCTION}({content_type}, {content}, {metadata})"
@@ -153,11 +177,10 @@ END"""
     metadata jsonb) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $murmur${body}
 $murmur$""",
         f"""ALTER TABLE "{display}" ADD COLUMN "{VECTOR_COLUMN}" tsvector GENERATED ALWAYS AS
-    (to_tsvector('{PG_CONFIG}'::regconfig,
-     {pg_text_sql('"content_type"', '"content"', '"metadata"')})) STORED""",
+    ({pg_vector_sql(pg_text_sql('"content_type"', '"content"', '"metadata"'))}) STORED""",
         f'CREATE INDEX "{DISPLAY_INDEX}" ON "{display}" USING gin ("{VECTOR_COLUMN}")',
         f"""CREATE INDEX "{TITLE_INDEX}" ON "{conversation}" USING gin
-    (to_tsvector('{PG_CONFIG}'::regconfig, "title"))""",
+    ({pg_vector_sql('"title"')})""",
     ]
 
 
