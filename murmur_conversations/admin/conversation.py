@@ -25,9 +25,11 @@ from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
 from murmur_conversations.admin.filters import ToolStatusFilter
-from murmur_conversations.exceptions import ConversationNotFound
+from murmur_conversations.exceptions import ConversationNotFound, InvalidSearch
 from murmur_conversations.exporters import export_murmur
 from murmur_conversations.models import Conversation, DisplayMessage
+from murmur_conversations.representations import conversation_usage
+from murmur_conversations.search import matching_conversations, parse_query
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
@@ -54,9 +56,10 @@ def _owner_lookup(term: str) -> Q:
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    """Conversations: read-only, searchable by exact id, exact owner (username or email) and title
-    prefix; filtered by status, tool-call status and dates; the change page shows the transcript
-    as cards, ``TRANSCRIPT_PAGE_SIZE`` display rows a page."""
+    """Conversations: read-only, searchable by exact id, exact owner (username or email), title
+    prefix and full text (``search.matching_conversations``); filtered by status, tool-call status
+    and dates; shows token usage and cost; the change page shows the transcript as cards,
+    ``TRANSCRIPT_PAGE_SIZE`` display rows a page."""
 
     list_display = (
         "id",
@@ -67,6 +70,9 @@ class ConversationAdmin(ReadOnlyAdmin):
         "record_length",
         "transcript_count",
         "last_seq",
+        "input_tokens",
+        "output_tokens",
+        "cost",
         "saved_at",
     )
     list_display_links = ("id",)
@@ -80,7 +86,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_defer = ("metadata", "pending_ask")
     link_lookups = frozenset({"owner__id__exact"})
     search_fields = ("=id",)  # shows the search box; get_search_results does the work
-    search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
+    search_help_text = (
+        "Exact conversation id, exact owner username or email, title prefix, or words in the "
+        'title or the messages ("a phrase", -excluded, or).'
+    )
     raw_id_fields = ("owner",)
     fieldsets = (
         (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
@@ -96,10 +105,31 @@ class ConversationAdmin(ReadOnlyAdmin):
                 )
             },
         ),
+        (
+            "Usage",
+            {
+                "fields": (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "cache_write_1h_tokens",
+                    "reasoning_tokens",
+                    "cost",
+                    "usage_by_model_pretty",
+                )
+            },
+        ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
     )
-    readonly_fields = ("pending_ask_pretty", "metadata_pretty", "rows")
+    readonly_fields = (
+        "pending_ask_pretty",
+        "metadata_pretty",
+        "rows",
+        "cost",
+        "usage_by_model_pretty",
+    )
     actions = ("export_murmur_jsonl", "delete_selected")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
@@ -130,7 +160,14 @@ class ConversationAdmin(ReadOnlyAdmin):
         if pk is not None:
             return queryset.filter(pk=pk), False
         owners = get_user_model()._default_manager.filter(_owner_lookup(term)).values("pk")
-        return queryset.filter(Q(owner__in=owners) | Q(title__startswith=term)), False
+        found = Q(owner__in=owners) | Q(title__startswith=term)
+        try:
+            words = parse_query(term)
+        except InvalidSearch:  # too long for a search: the exact lookups only
+            return queryset.filter(found), False
+        # The index the API searches (docs/search.md): titles and display rows.
+        matching = matching_conversations(Conversation.objects.using(queryset.db).all(), words)
+        return queryset.filter(found | Q(pk__in=matching.order_by().values("pk"))), False
 
     # ------------------------------------------------------------------ columns and fields
 
@@ -164,6 +201,18 @@ class ConversationAdmin(ReadOnlyAdmin):
     def pending_ask_pretty(self, obj: Conversation) -> SafeString | str:
         """The pending ask as indented JSON."""
         return "-" if obj.pending_ask is None else pre(obj.pending_ask)
+
+    @admin.display(description="cost (USD)")
+    def cost(self, obj: Conversation) -> str:
+        """The cost of the conversation's tokens at the current prices (docs/usage.md); "-" when
+        a model has no price."""
+        value = conversation_usage(obj)["cost"]
+        return "-" if value is None else f"${value}"
+
+    @admin.display(description="tokens by model")
+    def usage_by_model_pretty(self, obj: Conversation) -> SafeString:
+        """The counters of each model, as indented JSON."""
+        return pre(obj.usage_by_model)
 
     @admin.display(description="metadata")
     def metadata_pretty(self, obj: Conversation) -> SafeString:
