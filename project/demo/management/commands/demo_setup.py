@@ -15,6 +15,8 @@ SHORT_CHAT = [
     {"role": "user", "content": "What does `git bisect run` do?"},
     {
         "role": "assistant",
+        "model": "gpt-4o-mini",
+        "usage": {"prompt_tokens": 31, "completion_tokens": 48},  # OpenAI's spelling
         "content": "It runs a command at each bisection step and marks the "
         "commit good (exit 0) or bad (exit 1-127 except 125, which skips it), so the search for the "
         "first bad commit runs unattended.",
