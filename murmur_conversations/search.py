@@ -20,9 +20,10 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import (
     BooleanField,
@@ -38,6 +39,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
+from django.utils.dateparse import parse_datetime
 
 from murmur_conversations import search_index
 from murmur_conversations.exceptions import InvalidSearch
@@ -67,6 +69,20 @@ class Term:
     text: str
     phrase: bool = False
     negated: bool = False
+
+
+#: Words too common to find anything by, dropped from SQLite queries as PostgreSQL's ``english``
+#: configuration drops its stop words (a short list of our own; inside quoted phrases they stay).
+# fmt: off
+STOP_WORDS: Final = frozenset((
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "did", "do",
+    "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in",
+    "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+    "to", "too", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why",
+    "will", "with", "you", "your",
+))
+# fmt: on
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,16 @@ class SearchQuery:
                 expression = f"({expression}) NOT {quoted(excluded)}"
             alternatives.append(f"({expression})")
         return " OR ".join(alternatives)
+
+    def without_stop_words(self) -> SearchQuery:
+        """This query without :data:`STOP_WORDS` outside phrases (alternatives left with nothing
+        to find are dropped): what SQLite searches for."""
+        groups = []
+        for group in self.groups:
+            kept = tuple(t for t in group if t.phrase or t.text.lower() not in STOP_WORDS)
+            if any(not t.negated for t in kept):
+                groups.append(kept)
+        return SearchQuery(raw=self.raw, groups=tuple(groups))
 
     def wanted(self) -> list[str]:
         """The words and phrases searched for (not excluded), for the ``icontains`` fallback."""
@@ -239,19 +265,6 @@ def _sqlite_ids(query: SearchQuery) -> RawSQL:
     return RawSQL(f"SELECT rowid FROM {table} WHERE {table} MATCH %s", (query.fts5(),))
 
 
-def _sqlite_rank(query: SearchQuery) -> _Sql:
-    # The number of matched places in the row's text (FTS5's bm25 depends on the whole index, so
-    # a rank from it would move while rows are written and break keyset pages).
-    table = search_index.DISPLAY_FTS
-    return _Sql(
-        f"(SELECT CAST(length(highlight({table}, 0, char(1), '')) - length(body) AS REAL) "
-        f"FROM {table} WHERE {table} MATCH {{0}} AND rowid = {{1}})",
-        Value(query.fts5()),
-        F("id"),
-        output_field=FloatField(),
-    )
-
-
 def _sqlite_title_ids(query: SearchQuery) -> RawSQL:
     doc, fts = search_index.TITLE_DOC, search_index.TITLE_FTS
     return RawSQL(
@@ -285,9 +298,11 @@ def matching_conversations(
 ) -> QuerySet[Conversation]:
     """``conversations`` narrowed to those whose title matches ``query`` or that have a display
     row matching it (the whole query, in one row), in their order. None for an empty query."""
+    backend = backend_of(conversations)
+    if backend == "sqlite":
+        query = query.without_stop_words()
     if query.empty:
         return conversations.none()
-    backend = backend_of(conversations)
     rows = DisplayMessage.objects.using(conversations.db).filter(conversation=OuterRef("pk"))
     if backend == "postgresql":
         return conversations.filter(
@@ -346,26 +361,29 @@ def search_hits(
     then ``id`` desc: newer first among equals), after the keyset ``after`` (``(rank, id)`` of
     the last hit served). Returns at most ``limit`` hits with their snippets, and whether more
     follow. Two queries: the page (ranked in the database), then the snippets of its rows."""
+    backend = backend_of(conversations)
+    if backend == "sqlite":
+        query = query.without_stop_words()
     if query.empty:
         return [], False
-    backend = backend_of(conversations)
-    rows = DisplayMessage.objects.using(conversations.db).filter(
-        conversation__in=conversations.order_by().values("pk")
-    )
-    if backend == "postgresql":
-        rows = rows.filter(_pg_matches(query)).annotate(rank=_pg_rank(query))
-    elif backend == "sqlite":
-        rows = rows.filter(pk__in=_sqlite_ids(query)).annotate(rank=_sqlite_rank(query))
+    if backend == "sqlite":
+        fetched = _sqlite_page(conversations, query, after, limit + 1)
     else:
-        rows = (
-            rows.annotate(search_text=Cast("content", output_field=TextField()))
-            .filter(_fallback_matches(query, "search_text"))
-            .annotate(rank=Value(0.0, output_field=FloatField()))
+        rows = DisplayMessage.objects.using(conversations.db).filter(
+            conversation__in=conversations.order_by().values("pk")
         )
-    if after is not None:
-        rank, pk = after
-        rows = rows.filter(Q(rank__lt=rank) | Q(rank=rank, pk__lt=pk))
-    fetched = list(rows.order_by("-rank", "-pk").values_list(*_HIT_FIELDS)[: limit + 1])
+        if backend == "postgresql":
+            rows = rows.filter(_pg_matches(query)).annotate(rank=_pg_rank(query))
+        else:
+            rows = (
+                rows.annotate(search_text=Cast("content", output_field=TextField()))
+                .filter(_fallback_matches(query, "search_text"))
+                .annotate(rank=Value(0.0, output_field=FloatField()))
+            )
+        if after is not None:
+            rank, pk = after
+            rows = rows.filter(Q(rank__lt=rank) | Q(rank=rank, pk__lt=pk))
+        fetched = list(rows.order_by("-rank", "-pk").values_list(*_HIT_FIELDS)[: limit + 1])
     hits = [
         Hit(
             display_message_id=pk,
@@ -381,6 +399,58 @@ def search_hits(
     ]
     _add_snippets(hits, query, backend, conversations.db)
     return hits, len(fetched) > limit
+
+
+def _sqlite_page(
+    conversations: QuerySet[Conversation],
+    query: SearchQuery,
+    after: tuple[float, int] | None,
+    count: int,
+) -> list[tuple[Any, ...]]:
+    """The next ``count`` hits on SQLite, as ``_HIT_FIELDS`` tuples, in one statement. The rank
+    is the number of places the query matched in the row (FTS5's bm25 depends on the whole
+    index, so a rank from it would move while rows are written and break keyset pages); it is
+    computed for the rows in scope only, in the same pass over the index."""
+    try:
+        scope, scope_params = conversations.order_by().values("pk").query.sql_with_params()
+    except EmptyResultSet:
+        return []
+    fts = search_index.DISPLAY_FTS
+    display, conversation = DisplayMessage._meta.db_table, Conversation._meta.db_table
+    rank = f"CAST(length(highlight({fts}, 0, char(1), '')) - length({fts}.body) AS REAL)"
+    matched = (
+        f"SELECT d.id AS id, d.conversation_id AS cid, c.title AS title, d.seq AS seq, "
+        f"d.message_type AS role, d.content_type AS ct, d.created_at AS created, {rank} AS rank "
+        f'FROM {fts} JOIN "{display}" AS d ON d.id = {fts}.rowid '
+        f'JOIN "{conversation}" AS c ON c.id = d.conversation_id '
+        f"WHERE {fts} MATCH %s AND d.conversation_id IN ({scope})"
+    )
+    params: list[Any] = [query.fts5(), *scope_params]
+    where = ""
+    if after is not None:
+        where = "WHERE rank < %s OR (rank = %s AND id < %s)"
+        params += [after[0], after[0], after[1]]
+    with connections[conversations.db].cursor() as cursor:
+        cursor.execute(
+            f"SELECT * FROM ({matched}) {where} ORDER BY rank DESC, id DESC LIMIT %s",
+            [*params, count],
+        )
+        rows = cursor.fetchall()
+    return [
+        (pk, uuid.UUID(str(cid)), title, seq, role, ct, _sqlite_time(created), rank)
+        for pk, cid, title, seq, role, ct, created, rank in rows
+    ]
+
+
+def _sqlite_time(value: Any) -> datetime:
+    """A datetime column as SQLite returns it to a raw cursor (UTC text), as an aware datetime."""
+    if isinstance(value, datetime):
+        parsed: datetime | None = value
+    else:
+        parsed = parse_datetime(str(value))
+    if parsed is None:
+        raise ValueError(f"not a datetime: {value!r}")
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _add_snippets(hits: list[Hit], query: SearchQuery, backend: str, using: str) -> None:

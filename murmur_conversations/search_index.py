@@ -229,8 +229,9 @@ def _sqlite_objects() -> list[str]:
     # rowid = the display row's id), not an external-content table over a view of the display
     # table: such a view makes Django's table rebuild on SQLite (any later AlterField) fail.
     return [
+        # columnsize=0: no per-row token counts, which only bm25 reads (ranks here do not).
         f"""CREATE VIRTUAL TABLE IF NOT EXISTS {DISPLAY_FTS} USING fts5(body,
-    tokenize='{_TOKENIZER}')""",
+    tokenize='{_TOKENIZER}', columnsize=0)""",
         f"""CREATE TABLE IF NOT EXISTS {TITLE_DOC} (id INTEGER PRIMARY KEY,
     conversation_id char(32) NOT NULL UNIQUE, title TEXT NOT NULL)""",
         f"""CREATE VIRTUAL TABLE IF NOT EXISTS {TITLE_FTS} USING fts5(title,

@@ -189,6 +189,13 @@ def test_words_match_with_stemming(client, talk):
     assert kinds(hits(client, "trailing newline")) == [("assistant", "thinking")]
 
 
+def test_stop_words_find_nothing_alone_on_every_database(client, talk):
+    assert hits(client, "the")["results"] == []
+    assert hits(client, "the -tabs")["results"] == []
+    assert kinds(hits(client, "the lexer")) == [("assistant", "text")]
+    assert kinds(hits(client, '"the lexer"')) == [("assistant", "text")]
+
+
 def test_phrases_exclusions_and_alternatives(client, talk):
     assert kinds(hits(client, '"rewrote the tokenizer"')) == [("assistant", "text")]
     assert kinds(hits(client, '"tokenizer rewrote"')) == []
