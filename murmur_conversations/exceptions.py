@@ -10,6 +10,7 @@ __all__ = [
     "ConversationsError",
     "InvalidContent",
     "InvalidPendingAsk",
+    "InvalidSearch",
     "InvalidStatus",
     "InvalidToolTransition",
     "NoPendingAsk",
