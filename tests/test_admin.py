@@ -421,6 +421,7 @@ def test_search_by_id_owner_and_title_prefix(admin_client, make_user, make_conve
     assert found(admin_client, "?q=Fix par") == {"Fix parser bug"}
     assert found(admin_client, "?q=parsers") == {"Refactor the parser", "Fix parser bug"}
     assert found(admin_client, "?q=parser -fix") == {"Refactor the parser"}
+    assert found(admin_client, "?q=the") == set()  # a stop word alone finds nothing
     assert found(admin_client, f"?owner__id__exact={bob.pk}") == {"Fix parser bug"}
 
 
