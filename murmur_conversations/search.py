@@ -305,8 +305,11 @@ def matching_conversations(
         return conversations.none()
     rows = DisplayMessage.objects.using(conversations.db).filter(conversation=OuterRef("pk"))
     if backend == "postgresql":
+        # Titles through a subquery, so the title index answers it once (a condition on each
+        # conversation row would compute its tsvector row by row).
+        titles = Conversation.objects.using(conversations.db).filter(_pg_title_matches(query))
         return conversations.filter(
-            _pg_title_matches(query) | Exists(rows.filter(_pg_matches(query)))
+            Q(pk__in=titles.order_by().values("pk")) | Exists(rows.filter(_pg_matches(query)))
         )
     if backend == "sqlite":
         return conversations.filter(

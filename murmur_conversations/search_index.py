@@ -110,9 +110,11 @@ def break_words(text: str) -> str:
 
 
 def pg_words_sql(text: str) -> str:
-    """:func:`break_words` in SQL, over the text expression ``text``."""
-    breaks = WORD_BREAKS.replace("'", "''")
-    return f"translate({text}, '{breaks}', '{' ' * len(WORD_BREAKS)}')"
+    """:func:`break_words` in SQL, over the text expression ``text``: nested ``replace()`` calls,
+    as ``translate()`` costs about as much as ``to_tsvector`` itself on PostgreSQL 15."""
+    for character in WORD_BREAKS:
+        text = f"replace({text}, '{character}', ' ')"
+    return text
 
 
 def pg_vector_sql(text: str) -> str:
