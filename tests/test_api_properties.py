@@ -169,4 +169,5 @@ def test_schema_matches_the_responses(make_user, make_conversation):
 
         check()
         seen += 1
-    assert seen == 13  # the 11 routes of the app, the answer route and the demo token
+    assert seen == 15  # the 13 routes of the app (search/ and usage/ included), the answer
+    # route and the demo token

@@ -93,7 +93,7 @@ _query_text = st.lists(
 
 
 @given(_query_text)
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 def test_any_query_is_valid_fts5(raw):
     try:
         query = parse_query(raw)
@@ -334,7 +334,9 @@ def test_the_conversation_list_reads_q_the_same_way(client, talk):
 
 
 @given(st.text(max_size=80))
-@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_no_q_answers_500(client, talk, q):
     for route in ("search/", "conversations/"):
         assert client.get(f"{API}{route}", {"q": q}).status_code in (200, 400)

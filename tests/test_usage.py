@@ -157,7 +157,7 @@ _json = st.recursive(
 
 
 @given(_json)
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_any_usage_reads_or_is_refused_clearly(given):
     try:
         result = read_usage(given)
@@ -587,7 +587,9 @@ def test_usage_needs_a_signed_in_user(make_conversation):
 
 
 @given(st.text(max_size=40), st.text(max_size=12))
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_usage_parameters_never_answer_500(client, value, name):
     response = client.get(
         f"{API}usage/",
