@@ -344,7 +344,6 @@ class Hit:
 _HIT_FIELDS: Final = (
     "id",
     "conversation_id",
-    "conversation__title",
     "seq",
     "message_type",
     "content_type",
@@ -369,8 +368,9 @@ def search_hits(
         query = query.without_stop_words()
     if query.empty:
         return [], False
+    titles: dict[int, str] = {}
     if backend == "sqlite":
-        fetched = _sqlite_page(conversations, query, after, limit + 1)
+        fetched = _sqlite_page(conversations, query, after, limit + 1, titles)
     else:
         rows = DisplayMessage.objects.using(conversations.db).filter(
             conversation__in=conversations.order_by().values("pk")
@@ -391,16 +391,17 @@ def search_hits(
         Hit(
             display_message_id=pk,
             conversation_id=conversation_id,
-            conversation_title=title,
+            conversation_title=titles.get(pk, ""),
             seq=seq,
             role=role,
             content_type=content_type,
             created_at=created_at,
             rank=float(rank or 0.0),
         )
-        for pk, conversation_id, title, seq, role, content_type, created_at, rank in fetched[:limit]
+        for pk, conversation_id, seq, role, content_type, created_at, rank in fetched[:limit]
     ]
-    _add_snippets(hits, query, backend, conversations.db)
+    # Titles and snippets are read for the page only, after the ranking.
+    _add_snippets(hits, query, backend, conversations.db, need_titles=not titles)
     return hits, len(fetched) > limit
 
 
@@ -409,8 +410,10 @@ def _sqlite_page(
     query: SearchQuery,
     after: tuple[float, int] | None,
     count: int,
+    titles: dict[int, str],
 ) -> list[tuple[Any, ...]]:
-    """The next ``count`` hits on SQLite, as ``_HIT_FIELDS`` tuples, in one statement. The rank
+    """The next ``count`` hits on SQLite, as ``_HIT_FIELDS`` tuples (their conversations' titles
+    go to ``titles``, by display row id), in one statement. The rank
     is the number of places the query matched in the row (FTS5's bm25 depends on the whole
     index, so a rank from it would move while rows are written and break keyset pages); it is
     computed for the rows in scope only, in the same pass over the index."""
@@ -439,9 +442,10 @@ def _sqlite_page(
             [*params, count],
         )
         rows = cursor.fetchall()
+    titles.update((pk, title) for pk, _cid, title, *_rest in rows)
     return [
-        (pk, uuid.UUID(str(cid)), title, seq, role, ct, _sqlite_time(created), rank)
-        for pk, cid, title, seq, role, ct, created, rank in rows
+        (pk, uuid.UUID(str(cid)), seq, role, ct, _sqlite_time(created), rank)
+        for pk, cid, _title, seq, role, ct, created, rank in rows
     ]
 
 
@@ -456,31 +460,40 @@ def _sqlite_time(value: Any) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _add_snippets(hits: list[Hit], query: SearchQuery, backend: str, using: str) -> None:
+def _add_snippets(
+    hits: list[Hit], query: SearchQuery, backend: str, using: str, *, need_titles: bool
+) -> None:
+    """Each hit's snippet and highlights, and its conversation's title when ``need_titles``:
+    one query for the page."""
     ids = [hit.display_message_id for hit in hits]
     if not ids:
         return
     marked: dict[int, str] = {}
+    titles: dict[int, str] = {}
     if backend == "postgresql":
         options = (
             f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=24, MinWords=10, ShortWord=0, '
             f'MaxFragments=2, FragmentDelimiter="{_FRAGMENTS}"'
         )
-        text = (
-            f"translate({search_index.pg_text_sql('content_type', 'content', 'metadata')}, %s, '')"
-        )
-        table = DisplayMessage._meta.db_table
+        text = search_index.pg_text_sql("d.content_type", "d.content", "d.metadata")
+        for character in _PUA:  # the marks cannot be confused with the text's own characters
+            text = f"replace({text}, '{character}', '')"
+        display, conversation = DisplayMessage._meta.db_table, Conversation._meta.db_table
         with connections[using].cursor() as cursor:
             # The headline is made from the text as indexed (word breaks as spaces), then put
             # back on the text itself, which has the same length.
             cursor.execute(
                 f"SELECT id, original, ts_headline('{search_index.PG_CONFIG}'::regconfig, "
                 f"{search_index.pg_words_sql('original')}, websearch_to_tsquery("
-                f"'{search_index.PG_CONFIG}'::regconfig, %s), %s) "
-                f'FROM (SELECT id, {text} AS original FROM "{table}" WHERE id = ANY(%s)) AS t',
-                [query.websearch(), options, _PUA, ids],
+                f"'{search_index.PG_CONFIG}'::regconfig, %s), %s), title "
+                f'FROM (SELECT d.id, c.title, {text} AS original FROM "{display}" AS d '
+                f'JOIN "{conversation}" AS c ON c.id = d.conversation_id '
+                f"WHERE d.id = ANY(%s)) AS t",
+                [query.websearch(), options, ids],
             )
-            marked = {pk: _restore(headline, original) for pk, original, headline in cursor}
+            for pk, original, headline, title in cursor.fetchall():
+                marked[pk] = _restore(headline, original)
+                titles[pk] = title
     elif backend == "sqlite":
         table = search_index.DISPLAY_FTS
         placeholders = ", ".join(["%s"] * len(ids))
@@ -492,11 +505,16 @@ def _add_snippets(hits: list[Hit], query: SearchQuery, backend: str, using: str)
             )
             marked = dict(cursor.fetchall())
     else:
-        for row in DisplayMessage.objects.using(using).filter(pk__in=ids):
-            text = search_index.searchable_text(row.content_type, row.content, row.metadata)
-            marked[row.pk] = _fallback_snippet(text, query.wanted())
+        rows = DisplayMessage.objects.using(using).filter(pk__in=ids)
+        fields = ("pk", "content_type", "content", "metadata", "conversation__title")
+        for pk, content_type, content, metadata, title in rows.values_list(*fields):
+            text = search_index.searchable_text(content_type, content, metadata)
+            marked[pk] = _fallback_snippet(text, query.wanted())
+            titles[pk] = title
     for hit in hits:
         hit.snippet, hit.highlights = unmark(marked.get(hit.display_message_id) or "")
+        if need_titles:
+            hit.conversation_title = titles.get(hit.display_message_id, "")
 
 
 def _restore(marked: str, original: str) -> str:
@@ -541,39 +559,39 @@ def _fallback_snippet(text: str, wanted: Iterable[str]) -> str:
     return prefix + clean + suffix
 
 
+_MARKS = re.compile(f"({_START}|{_STOP})")
+_WHITESPACE = re.compile(r"\s+")
+_NO_PUA: Final = str.maketrans("", "", _PUA)
+
+
 def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with its marks taken out: the plain text (at most :data:`SNIPPET_CHARS`
     characters, whitespace runs as one space) and the ``[start, end)`` offsets of the marked
     parts, in code points."""
-    text: list[str] = []
+    pieces: list[str] = []
     highlights: list[tuple[int, int]] = []
     length = 0
     opened: int | None = None
-    position = 0
-    previous_space = False
-    while position < len(marked) and length < SNIPPET_CHARS:
-        if marked.startswith(_START, position):
+    for piece in _MARKS.split(_WHITESPACE.sub(" ", marked)):
+        if piece == _START:
             opened = length if opened is None else opened
-            position += len(_START)
-            continue
-        if marked.startswith(_STOP, position):
+        elif piece == _STOP:
             if opened is not None and length > opened:
                 highlights.append((opened, length))
             opened = None
-            position += len(_STOP)
-            continue
-        character = marked[position]
-        position += 1
-        if character in _PUA:
-            continue
-        if character.isspace():
-            if previous_space or not text:
-                continue
-            character = " "
-        previous_space = character == " "
-        text.append(character)
-        length += 1
+        else:
+            piece = piece.translate(_NO_PUA)
+            if length == 0:
+                piece = piece.lstrip(" ")
+            elif pieces[-1].endswith(" ") and piece.startswith(
+                " "
+            ):  # a space either side of a mark
+                piece = piece[1:]
+            piece = piece[: SNIPPET_CHARS - length]
+            if piece:
+                pieces.append(piece)
+                length += len(piece)
     if opened is not None and length > opened:
         highlights.append((opened, length))
-    plain = "".join(text).rstrip()
-    return plain, [(s, min(e, len(plain))) for s, e in highlights if s < len(plain)]
+    plain = "".join(pieces).rstrip()
+    return plain, [(start, min(end, len(plain))) for start, end in highlights if start < len(plain)]

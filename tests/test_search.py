@@ -16,6 +16,7 @@ from murmur_conversations.exceptions import InvalidSearch
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.search import (
     MAX_QUERY_CHARS,
+    SNIPPET_CHARS,
     Term,
     matching_conversations,
     parse_query,
@@ -110,6 +111,24 @@ def test_unmark_gives_plain_text_and_code_point_offsets():
     )
     assert text == "an 😀tokenizer and tabs"
     assert [text[s:e] for s, e in highlights] == ["😀tokenizer", "tabs"]
+
+
+@given(
+    st.lists(
+        st.sampled_from(["\ue000\ue001", "\ue001\ue000", " ", "\n", "word", "é😀", "\ue000"])
+        | st.text(max_size=8),
+        max_size=80,
+    ).map("".join)
+)
+@settings(max_examples=300, deadline=None)
+def test_unmark_always_gives_offsets_inside_plain_text(marked):
+    text, highlights = unmark(marked)
+    assert len(text) <= SNIPPET_CHARS and "\ue000" not in text and "\ue001" not in text
+    assert text == text.strip(" ")
+    ends = [0]
+    for start, end in highlights:
+        assert ends[-1] <= start < end <= len(text)
+        ends.append(end)
 
 
 # ----------------------------------------------------------------------------- fixtures
