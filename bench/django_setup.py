@@ -97,11 +97,24 @@ def configure(pg: dict[str, Any], sqlite_path: str | None) -> None:
 
     os.environ.update(bench_environment(pg, sqlite_path))
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    recreate_pg_database({**pg, "dbname": noindex_database_name(pg)})
     django.setup()
-    for alias in ("default", "sqlite") if sqlite_path else ("default",):
+    from django.db import connections
+
+    from murmur_conversations import search_index
+
+    aliases = ("default", "pg_noindex", "sqlite", "sqlite_noindex")
+    for alias in aliases if sqlite_path else aliases[:2]:
         use_alias(alias)  # pg_ssb is the same database as default
         call_command("migrate", database=alias, verbosity=0, interactive=False)
+        if alias.endswith("_noindex"):
+            search_index.uninstall(connections[alias])
     use_alias("default")
+
+
+def noindex_database_name(pg: dict[str, Any]) -> str:
+    """The PostgreSQL database of alias ``pg_noindex``: the schema without the search index."""
+    return f"{pg['dbname']}_noindex"
 
 
 def admin_database_names(pg: dict[str, Any]) -> tuple[str, str]:

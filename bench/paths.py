@@ -31,6 +31,8 @@ class Sizes:
     page_size: int
     page_ops: int
     depths: tuple[int, ...]
+    search_rows: int = 10_000  # display rows the search benchmark searches
+    search_ops: int = 10
 
 
 QUICK = Sizes(
@@ -43,6 +45,8 @@ FULL = Sizes(
     page_size=50,
     page_ops=40,
     depths=(0, 10_000, 1_000_000),
+    search_rows=1_000_000,
+    search_ops=10,
 )
 
 
@@ -58,6 +62,11 @@ class Track:
     @property
     def is_postgres(self) -> bool:
         return isinstance(self.raw, psycopg.Connection)
+
+    @property
+    def noindex_alias(self) -> str:
+        """The alias of the same schema without the full-text index (``django_setup``)."""
+        return "pg_noindex" if self.is_postgres else "sqlite_noindex"
 
 
 PROTO_SSB = "proto: ours + server_side_binding"
@@ -111,6 +120,57 @@ def _new_conversation(title: str) -> uuid.UUID:
     return services.start_conversation(owner=None, title=title).pk
 
 
+# --------------------------------------------------------------------------- without the index
+
+NO_INDEX = "no search index"
+
+
+def _one(*, usage: bool = False, conversation: uuid.UUID | None = None) -> Callable[[], None]:
+    """One plain message per call (with Anthropic-style ``usage`` and ``model`` when ``usage``)
+    into ``conversation``, or into a conversation of the active alias made on first use."""
+    from murmur_conversations import services
+
+    state: dict[str, uuid.UUID] = {}
+    if conversation is not None:
+        state["conv"] = conversation
+
+    def operation() -> None:
+        if "conv" not in state:
+            state["conv"] = _new_conversation("bench append one (no index)")
+        message: dict[str, Any] = {"role": "user", "content": workload.text()}
+        if usage:
+            message = {**message, "role": "assistant", **workload.usage()}
+        services.save_message(conversation=state["conv"], message=message)
+
+    return operation
+
+
+def _batch(size: int) -> Callable[[], None]:
+    from murmur_conversations import services
+
+    state: dict[str, uuid.UUID] = {}
+
+    def operation() -> None:
+        if "conv" not in state:
+            state["conv"] = _new_conversation("bench batch (no index)")
+        services.save_messages(conversation=state["conv"], messages=list(workload.messages(size)))
+
+    return operation
+
+
+def _without_index(
+    track: Track, name: str, operation: Callable[[], None], operations: int, items: int = 1
+) -> Variant:
+    """``operation`` on the track's twin database without the full-text index (same schema,
+    index dropped): the index's cost on the same path in the same run."""
+    return Variant(
+        f"{name}, {NO_INDEX}",
+        django_setup.on_alias(track.noindex_alias, operation),
+        operations,
+        items,
+    )
+
+
 # --------------------------------------------------------------------------- append one
 
 
@@ -151,6 +211,8 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
         Variant("ours save_message", ours, sizes.append_ops),
         Variant(floor_name, floor, sizes.append_ops),
         Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.append_ops),
+        _without_index(track, "ours save_message", _one(), sizes.append_ops),
+        Variant("ours save_message with usage", _one(usage=True), sizes.append_ops),
     ]
     if track.is_postgres:
         variants.append(_server_side_binding(ours, sizes.append_ops))
@@ -164,6 +226,21 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
             Target("<=", 1.3),
         ),
         RatioSpec("ours mean / floor mean", "ours save_message", floor_name, "mean", "time"),
+        RatioSpec(
+            f"ours p50 / {NO_INDEX} p50",
+            "ours save_message",
+            f"ours save_message, {NO_INDEX}",
+            "p50",
+            "time",
+            Target("<=", 1.1),
+        ),
+        RatioSpec(
+            "with usage p50 / plain p50",
+            "ours save_message with usage",
+            "ours save_message",
+            "p50",
+            "time",
+        ),
         RatioSpec(f"{PROTO_SSB} p50 / floor p50", PROTO_SSB, floor_name, "p50", "time"),
         _redaction_ratio(),
     ]
@@ -219,6 +296,7 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
     variants = [
         Variant("ours save_messages", ours, sizes.batch_ops, size),
         Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.batch_ops, size),
+        _without_index(track, "ours save_messages", _batch(size), sizes.batch_ops, size),
     ]
     if isinstance(track.raw, psycopg.Connection):
         many = floors.pg_append_batch_executemany(track.raw, _new_conversation("bench batch (em)"))
@@ -254,6 +332,14 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
             "mean",
             "time",
             Target("<=", 1.2),
+        ),
+        RatioSpec(
+            f"ours throughput / {NO_INDEX}",
+            "ours save_messages",
+            f"ours save_messages, {NO_INDEX}",
+            "mean",
+            "throughput",
+            Target(">=", 0.9),
         ),
     ]
     if track.langchain is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from bench import django_setup, peers, rows, verify
+from bench import django_setup, peers, rows, search_row, verify
 from bench.django_setup import DEFAULT_URL
 from bench.harness import TABLE_HEADERS, BenchmarkResult, result_rows, run_benchmark
 from bench.paths import FULL, QUICK, Sizes, Track, append_batch, append_one, page
@@ -76,13 +76,13 @@ def run_track(track: Track, sizes: Sizes, rounds: int, warmup: int) -> list[Benc
     """Every benchmark of one track, each in its own interleaved rounds."""
     django_setup.use_alias(track.alias)
     results = []
-    for build in (append_one, append_batch, page):
+    for build in (append_one, append_batch, page, search_row.search):
         started = time.perf_counter()
         benchmark = build(track, sizes)
         result = run_benchmark(benchmark, rounds=rounds, warmup=warmup)
         print(f"  {benchmark.name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
         results.append(result)
-    problems = verify.mismatches(track.alias)
+    problems = verify.mismatches(track.alias) + verify.mismatches(track.noindex_alias)
     if problems:
         raise SystemExit("rows and counters disagree:\n" + "\n".join(problems))
     return results
@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             django_setup.drop_pg_database(params)
-            for name in django_setup.admin_database_names(params):
+            names = [*django_setup.admin_database_names(params)]
+            names.append(django_setup.noindex_database_name(params))
+            for name in names:
                 django_setup.drop_pg_database({**params, "dbname": name})
             shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started

@@ -1,8 +1,9 @@
 """Django settings of the bench: the in-process runner, the uvicorn servers it starts and its
 import workers all read them, configured through environment variables set by the runner.
 
-``BENCH_DATABASE_URL`` (PostgreSQL, alias ``default``); ``BENCH_SQLITE_PATH`` adds the SQLite
-track's alias ``sqlite``; ``BENCH_ADMIN_DATABASES`` (``small,large`` database names) adds the
+``BENCH_DATABASE_URL`` (PostgreSQL, alias ``default``, and ``pg_noindex``: a second database,
+``<name>_noindex``, without the full-text index); ``BENCH_SQLITE_PATH`` adds the SQLite track's
+alias ``sqlite`` (and ``sqlite_noindex``, ``<path>.noindex``); ``BENCH_ADMIN_DATABASES`` (``small,large`` database names) adds the
 admin row's aliases ``admin_small`` and ``admin_large``; ``BENCH_DB_POOL=1`` gives ``default``
 Django's connection pool (servers: ASGI closes unpooled connections after every request);
 ``BENCH_CHANNEL_LAYER`` is ``local`` (the app's process-local default), ``redis-core`` or
@@ -96,9 +97,12 @@ def _databases() -> dict[str, Any]:
         # configuration change, measured beside the default.
         "pg_ssb": _postgres(pg, OPTIONS={"server_side_binding": True}, TEST={"MIRROR": "default"}),
     }
+    # The same schema without the full-text index (docs/search.md), to measure what keeping it
+    # costs the append paths in the same run.
+    databases["pg_noindex"] = _postgres({**pg, "dbname": f"{pg['dbname']}_noindex"})
     sqlite_path = os.environ.get("BENCH_SQLITE_PATH")
     if sqlite_path:  # the embedded default of the README
-        databases["sqlite"] = {
+        sqlite = {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": sqlite_path,
             "OPTIONS": {
@@ -107,6 +111,8 @@ def _databases() -> dict[str, Any]:
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
         }
+        databases["sqlite"] = sqlite
+        databases["sqlite_noindex"] = {**sqlite, "NAME": f"{sqlite_path}.noindex"}
     admin = os.environ.get("BENCH_ADMIN_DATABASES")
     if admin:
         small, large = admin.split(",")

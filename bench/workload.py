@@ -35,6 +35,19 @@ def display_content(value: str) -> dict[str, Any]:
     return {"text": value}
 
 
+def usage() -> dict[str, Any]:
+    """``model`` and ``usage`` (Anthropic's spelling) of an assistant message."""
+    return {
+        "model": "claude-sonnet-4-5",
+        "usage": {
+            "input_tokens": 12,
+            "cache_creation_input_tokens": 300,
+            "cache_read_input_tokens": 21000,
+            "output_tokens": 240,
+        },
+    }
+
+
 def messages(count: int) -> Iterator[dict[str, Any]]:
     """``count`` fresh plain user messages in the shape ``save_message`` takes."""
     for value in texts(count):

@@ -7,6 +7,16 @@ import importlib.util
 from django.apps import AppConfig
 
 
+def _ensure_search_index(sender: AppConfig, using: str = "default", **kwargs: object) -> None:
+    """After ``migrate``: put back SQLite search triggers that a table rebuild dropped
+    (``search_index.ensure``, docs/search.md)."""
+    from django.db import connections
+
+    from murmur_conversations import search_index
+
+    search_index.ensure(connections[using])
+
+
 class MurmurConversationsConfig(AppConfig):
     """Registers the system checks; live-update receivers are connected only if Channels is there."""
 
@@ -16,7 +26,11 @@ class MurmurConversationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from murmur_conversations import checks  # noqa: F401  (registers the checks)
+
+        post_migrate.connect(_ensure_search_index, sender=self)
 
         # Without Channels the app works, minus live updates (docs/websocket.md).
         if importlib.util.find_spec("channels") is not None:

@@ -19,7 +19,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
+from murmur_conversations import search_index
 from murmur_conversations.conf import DEFAULTS, MAX_PAGE_SIZE_CEILING, SETTING_NAME
+from murmur_conversations.usage import REQUIRED_PRICE_KEYS, parse_price
 
 # Channels accepts group names of ASCII letters, digits, hyphens, underscores and periods.
 _GROUP_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
@@ -41,7 +43,7 @@ def _warning(check_id: str, msg: str, hint: str) -> Warning:
 def check_settings(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E020, E021, W001, W020)."""
+    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E011, E020, E021, W001, W020)."""
     conf = getattr(settings, SETTING_NAME, {})
     if not isinstance(conf, dict):
         return [
@@ -106,6 +108,7 @@ def check_settings(
                 "Channels group names allow only those characters.",
             )
         )
+    messages.extend(_check_prices(value["PRICES"]))
     interval = value["DB_TAIL_INTERVAL"]
     if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
         messages.append(
@@ -257,6 +260,41 @@ def _check_hooks(hooks: Any) -> list[CheckMessage]:
     return messages
 
 
+def _check_prices(prices: Any) -> list[CheckMessage]:
+    """PRICES: ``{model: {"input", "output", "cache_read", "cache_write"[, "cache_write_1h"]}}``
+    in USD per million tokens as ints, Decimals or decimal strings, or ``{model: None}`` (E011)."""
+    hint = (
+        'Example: {"my-model": {"input": "3", "output": "15", "cache_read": "0.30", '
+        '"cache_write": "3.75"}} (USD per million tokens; strings, not floats), or '
+        '{"my-model": None} for no price.'
+    )
+    if not isinstance(prices, dict):
+        return [
+            _error(
+                "murmur_conversations.E011",
+                f"PRICES must be a dict of model name to prices, not {type(prices).__name__}.",
+                hint,
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for model, entry in prices.items():
+        if not isinstance(model, str) or not model:
+            messages.append(
+                _error("murmur_conversations.E011", f"PRICES has a key {model!r}.", hint)
+            )
+        elif entry is not None and parse_price(entry) is None:
+            messages.append(
+                _error(
+                    "murmur_conversations.E011",
+                    f"PRICES[{model!r}] must be None or an object with "
+                    f"{', '.join(REQUIRED_PRICE_KEYS)} (and optionally cache_write_1h), each a "
+                    f"non-negative int, Decimal or decimal string; got {entry!r}.",
+                    hint,
+                )
+            )
+    return messages
+
+
 def _check_scope(path: Any) -> list[CheckMessage]:
     """SCOPE: a dotted path to a callable (E005)."""
     if isinstance(path, str):
@@ -298,6 +336,40 @@ def check_database(
 ) -> list[CheckMessage]:
     """SQLite should use immediate transactions (W002), read from ``DATABASES`` (no connection)."""
     return sqlite_warnings({alias: connections.settings[alias] for alias in connections})
+
+
+@register(Tags.compatibility)
+def check_search_backend(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """W004 for each database without a full-text index (docs/search.md): not PostgreSQL, and not
+    SQLite with FTS5. Read from ``DATABASES`` and the sqlite3 module (no connection)."""
+    return search_warnings({alias: connections.settings[alias] for alias in connections})
+
+
+def search_warnings(databases: dict[str, dict[str, Any]]) -> list[CheckMessage]:
+    """W004 for each database of ``databases`` whose search would fall back to ``icontains``."""
+    messages: list[CheckMessage] = []
+    for alias, conf in databases.items():
+        engine = str(conf.get("ENGINE", ""))
+        # Django's engines, PostGIS and SpatiaLite included, by the vendor they connect as.
+        if "postgis" in engine or "postgresql" in engine:
+            vendor = "postgresql"
+        elif "sqlite" in engine or "spatialite" in engine:
+            vendor = "sqlite"
+        else:
+            vendor = engine.rsplit(".", 1)[-1]
+        if search_index.backend_for(vendor) == "fallback":
+            what = "SQLite without FTS5" if vendor == "sqlite" else f"the {engine or '?'} backend"
+            messages.append(
+                _warning(
+                    "murmur_conversations.W004",
+                    f"Database {alias!r} ({what}) has no full-text index: search falls back "
+                    "to icontains, without stemming or ranking, and reads every row in scope.",
+                    "Use PostgreSQL, or SQLite built with FTS5 (docs/search.md).",
+                )
+            )
+    return messages
 
 
 def sqlite_warnings(databases: dict[str, dict[str, Any]]) -> list[CheckMessage]:

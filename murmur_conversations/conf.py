@@ -6,6 +6,7 @@ is reported by ``manage.py check`` (see ``checks.py``), not by the first request
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Final
 
 from django.conf import settings as django_settings
@@ -32,6 +33,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     "REDACT": {},
     # Days after the last write when purge_conversations erases a conversation (None: never).
     "RETENTION_DAYS": None,
+    # Prices in USD per million tokens, by model, over the dated default table (docs/usage.md).
+    "PRICES": {},
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -84,6 +87,13 @@ class AppSettings:
     def retention_days(self) -> int | None:
         value = self.RETENTION_DAYS
         return None if value is None else int(value)
+
+    @property
+    def prices(self) -> dict[str, dict[str, Decimal]]:
+        """The price table: ``usage.DEFAULT_PRICES`` with ``PRICES`` applied."""
+        from murmur_conversations.usage import price_table
+
+        return price_table(self.PRICES)
 
     @property
     def hooks(self) -> dict[str, Any]:

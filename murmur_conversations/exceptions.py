@@ -11,6 +11,7 @@ __all__ = [
     "ConversationsError",
     "InvalidContent",
     "InvalidPendingAsk",
+    "InvalidSearch",
     "InvalidStatus",
     "InvalidToolTransition",
     "NoPendingAsk",
@@ -76,3 +77,8 @@ class WriteConflict(ConversationsError):
 class ConversationHeld(ConversationsError):
     """The conversation is under a legal hold (``services.place_hold``): nobody may delete or purge
     it, its owner included, until the hold is released; nothing was deleted."""
+
+
+class InvalidSearch(ConversationsError, ValueError):
+    """A search query that cannot be read: not a string, blank, too long, or holding a NUL
+    character (docs/search.md)."""

@@ -16,6 +16,7 @@ from murmur_conversations.ids import new_message_id
 from murmur_conversations.models import ContentType, MessageType
 from murmur_conversations.projection import transcript_entry, transcript_text
 from murmur_conversations.redaction import redact
+from murmur_conversations.usage import Usage, read_usage
 from murmur_conversations.validation import check_short_string, check_size, clean_json
 
 #: Keys stored in their own columns; every other key of a message goes to ``extra``, in order.
@@ -59,6 +60,10 @@ class NormalizedMessage:
     calls: list[CallRequest]
     #: Secrets replaced per detector (redaction.redact); the services count them in the write.
     redactions: dict[str, int] = field(default_factory=dict)
+    #: The tokens of an assistant message that carried ``usage`` (docs/usage.md); None otherwise.
+    usage: Usage | None = None
+    #: The ``model`` of an assistant message that carried ``usage`` ("" when it named none).
+    model: str = ""
 
     @property
     def is_tool_result(self) -> bool:
@@ -154,7 +159,9 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
     ``role`` a non-empty string; ``content`` a string, a list of block objects each with a string
     ``type``, or null (stored as ""); ``id``, ``tool_call_id``, ``source_id`` strings of at most 255
     characters; ``is_error``, ``is_interrupt``, ``injected`` booleans. Other keys go to ``extra``.
-    Raises ``InvalidContent`` naming the offending key; nothing is written before this passes.
+    An assistant message's ``usage`` is read by ``usage.read_usage`` (its ``model`` a string of at
+    most 255 characters). Raises ``InvalidContent`` naming the offending key; nothing is written
+    before this passes.
     """
     if not isinstance(message, dict):
         raise InvalidContent(f"a message must be a JSON object, not {type(message).__name__}")
@@ -196,7 +203,23 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
         extra=extra,
         calls=[] if tool_call_id else _calls(content, message),
         redactions=redactions,
+        **_usage(role, message),
     )
+
+
+def _usage(role: str, message: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` and ``model`` of an assistant message (docs/usage.md); other roles' ``usage`` is
+    kept in the record and not counted. The keys stay in ``extra`` as given either way."""
+    given = message.get("usage")
+    if role != "assistant" or given is None:
+        return {}
+    usage = read_usage(given)
+    if usage is None:
+        return {}
+    model = message.get("model")
+    if model is None:
+        model = ""
+    return {"usage": usage, "model": check_short_string(model, what="message 'model'")}
 
 
 def _block_part(block: dict[str, Any], message_type: str) -> DisplayPart | None:

@@ -1,5 +1,5 @@
 """The data model (docs/write-path.md): Conversation, Message (the record), DisplayMessage, ToolCall,
-SourceRecord.
+SourceRecord, and MessageUsage (the tokens of one assistant message, docs/usage.md).
 
 Rows are written only by ``services``. The invariants that the services rely on are named database
 constraints, so they hold whatever writes the rows.
@@ -179,6 +179,16 @@ class Conversation(models.Model):
     #: How many tool calls this conversation has (a counter kept by the write path): a child's
     #: "steps" (docs/websocket.md "child_updated").
     tool_call_count = models.PositiveBigIntegerField(default=0)
+    # Token usage of the conversation's own assistant messages (docs/usage.md): counters kept by
+    # the write path in the same write as the messages (never summed on read), in total and by
+    # model (``{model: {counter: int}}``, the counters of ``usage.COUNTERS``).
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    usage_by_model = models.JSONField(default=dict, blank=True)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -549,3 +559,32 @@ class AccessLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name} read {self.conversation_id} ({self.surface})"
+
+
+class MessageUsage(models.Model):
+    """The tokens of one assistant message that carried ``usage`` (docs/usage.md), written in the
+    same write as the message; ``GET usage/`` sums these rows by day, model or conversation.
+    ``model`` is the message's ``model`` ("" when it named none); the counters are the normalised
+    ones of ``usage.COUNTERS``; ``created_at`` is the message's."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="usage_rows"
+    )
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="usage_row")
+    model = models.CharField(max_length=255, blank=True, default="")
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "id")
+        indexes = (
+            models.Index(fields=("conversation", "created_at"), name="murmur_usage_conv_time_idx"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.model or 'model'}: {self.input_tokens} in, {self.output_tokens} out"

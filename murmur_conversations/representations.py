@@ -9,7 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from murmur_conversations.conf import app_settings
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+from murmur_conversations.search import Hit
+from murmur_conversations.usage import COUNTERS, Usage, usage_body
 
 
 def iso(value: datetime | None) -> str | None:
@@ -81,10 +84,10 @@ def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str
 
 def summary_row(conversation: Conversation) -> dict[str, Any]:
     """The summary row: ``id, title, saved_at, created_at, status, format, message_count,
-    parent_id, parent_call_id, child_count, steps``, and nothing from inside the conversation
-    (``message_count`` is ``transcript_count``; ``steps`` is ``tool_call_count``; ``parent_id``
-    and ``parent_call_id`` are null for a top-level conversation, and the call id null when the
-    log does not say)."""
+    parent_id, parent_call_id, child_count, steps, usage``, and nothing from inside the
+    conversation (``message_count`` is ``transcript_count``; ``steps`` is ``tool_call_count``;
+    ``parent_id`` and ``parent_call_id`` are null for a top-level conversation, and the call id
+    null when the log does not say; ``usage`` is :func:`conversation_usage`, from the counters)."""
     parent_id = conversation.parent_id
     return {
         "id": str(conversation.pk),
@@ -98,9 +101,42 @@ def summary_row(conversation: Conversation) -> dict[str, Any]:
         "parent_call_id": conversation.parent_call_id or None,
         "child_count": conversation.child_count,
         "steps": conversation.tool_call_count,
+        "usage": conversation_usage(conversation),
     }
+
+
+def conversation_usage(conversation: Conversation) -> dict[str, Any]:
+    """``{input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+    cache_write_1h_tokens, reasoning_tokens, models, cost}`` of the conversation's own assistant
+    messages (docs/usage.md), from the counters the write path keeps (nothing is summed here);
+    ``cost`` is priced with the current table (``PRICES``), null when a model has no price.
+
+    ``usage_with_children`` (the same object over the conversation and the conversations of its
+    subagents) belongs beside it once conversations have children: sum the children's counters
+    and merge their ``usage_by_model`` with ``usage.merge_by_model``, then ``usage_body``.
+    """
+    totals = Usage(*(getattr(conversation, name) for name in COUNTERS))
+    return usage_body(conversation.usage_by_model or {}, app_settings.prices, totals=totals)
 
 
 def detail_row(conversation: Conversation) -> dict[str, Any]:
     """The summary row plus ``metadata`` (``GET conversations/{id}/``)."""
     return {**summary_row(conversation), "metadata": conversation.metadata}
+
+
+def search_hit_row(hit: Hit) -> dict[str, Any]:
+    """A search hit (docs/search.md): ``{conversation_id, conversation_title, seq,
+    display_message_id (a string, as display row ids are), role (the row's message_type),
+    content_type, snippet, highlights ([start, end) code point offsets into snippet),
+    created_at}``."""
+    return {
+        "conversation_id": str(hit.conversation_id),
+        "conversation_title": hit.conversation_title,
+        "seq": hit.seq,
+        "display_message_id": str(hit.display_message_id),
+        "role": hit.role,
+        "content_type": hit.content_type,
+        "snippet": hit.snippet,
+        "highlights": [[start, end] for start, end in hit.highlights],
+        "created_at": iso(hit.created_at),
+    }

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from pytest_django import DjangoCaptureOnCommitCallbacks
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from murmur_conversations import services, signals
 from murmur_conversations.admin.cards import PREVIEW_CHARS, TRANSCRIPT_PAGE_SIZE
@@ -457,8 +457,45 @@ def test_search_by_id_owner_and_title_prefix(
     assert found(admin_client, "?q=alice") == {"Refactor the parser", "alice in the title"}
     assert found(admin_client, "?q=bo") == set()  # owners match exactly
     assert found(admin_client, "?q=Fix par") == {"Fix parser bug"}
-    assert found(admin_client, "?q=parser") == set()  # titles match by prefix only
+    assert found(admin_client, "?q=parsers") == {"Refactor the parser", "Fix parser bug"}
+    assert found(admin_client, "?q=parser -fix") == {"Refactor the parser"}
+    assert found(admin_client, "?q=the") == set()  # a stop word alone finds nothing
     assert found(admin_client, f"?owner__id__exact={bob.pk}") == {"Fix parser bug"}
+
+
+def test_search_finds_words_in_messages_through_the_index(
+    admin_client: Client, make_conversation: MakeConversation
+) -> None:
+    talk = make_conversation(title="quiet title")
+    make_conversation(title="other")
+    services.save_message(
+        conversation=talk, message={"role": "assistant", "content": "the tokenizers broke"}
+    )
+    assert found(admin_client, "?q=tokenizer") == {"quiet title"}
+    assert found(admin_client, '?q="tokenizers broke"') == {"quiet title"}
+    assert found(admin_client, "?q=" + "x" * 600) == set()  # too long to search: exact only
+
+
+def test_usage_columns_and_fields(
+    admin_client: Client, make_conversation: MakeConversation, settings: Settings
+) -> None:
+    settings.MURMUR_CONVERSATIONS = {
+        "PRICES": {"house": {"input": "1", "output": "2", "cache_read": "0", "cache_write": "0"}}
+    }
+    talk = make_conversation(title="spent")
+    services.save_message(
+        conversation=talk,
+        message={
+            "role": "assistant",
+            "model": "house",
+            "content": "x",
+            "usage": {"input_tokens": 1000, "output_tokens": 500},
+        },
+    )
+    text = admin_client.get(changelist("conversation")).text
+    assert "$0.002" in text and "1000" in text
+    page = admin_client.get(change("conversation", talk.pk)).text
+    assert "$0.002" in page and "&quot;house&quot;" in page
 
 
 def test_filters_by_status_tool_status_and_date(

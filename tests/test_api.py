@@ -192,6 +192,16 @@ def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
         "parent_call_id": None,
         "child_count": 0,
         "steps": 0,
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "cache_write_1h_tokens": 0,
+            "reasoning_tokens": 0,
+            "models": [],
+            "cost": "0",
+        },
         "metadata": {},
     }
     listed = client.get(f"{API}conversations/").json()["results"][0]

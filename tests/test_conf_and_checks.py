@@ -135,14 +135,19 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
     from django.core.checks import registry
 
     ours = {value for name, value in vars(checks).items() if name.startswith("check_")}
-    assert ours == {checks.check_settings, checks.check_use_tz, checks.check_database}
+    assert ours == {
+        checks.check_settings,
+        checks.check_use_tz,
+        checks.check_database,
+        checks.check_search_backend,
+    }
     assert ours <= set(registry.registry.get_checks(include_deployment_checks=True))
     # Settings checks only: a 'database' check may skip itself when no --database is named.
     assert all("database" not in check.tags for check in ours)
     source = Path(checks.__file__).read_text("utf-8")
     used = set(re.findall(r'"murmur_conversations\.([EW]\d{3})"', source))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
-    assert used == {f"E{n:03d}" for n in range(1, 11)} | {"W001", "W002", "W003"} | {
+    assert used == {f"E{n:03d}" for n in range(1, 12)} | {"W001", "W002", "W003", "W004"} | {
         "E020",
         "E021",
         "W020",

@@ -36,6 +36,7 @@ from murmur_conversations.exceptions import (
     ConversationHeld,
     ConversationNotFound,
     InvalidContent,
+    InvalidSearch,
     WriteConflict,
 )
 from murmur_conversations.exporters import export_murmur
@@ -46,6 +47,8 @@ from murmur_conversations.models import (
     Hold,
     RedactionCount,
 )
+from murmur_conversations.representations import conversation_usage
+from murmur_conversations.search import matching_conversations, parse_query
 from murmur_conversations.selectors import held_condition
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
@@ -75,9 +78,10 @@ def _owner_lookup(term: str) -> Q:
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    """Conversations: read-only, searchable by exact id, exact owner (username or email) and title
-    prefix; filtered by status, tool-call status and dates; the change page shows the transcript
-    as cards, ``TRANSCRIPT_PAGE_SIZE`` display rows a page."""
+    """Conversations: read-only, searchable by exact id, exact owner (username or email), title
+    prefix and full text (``search.matching_conversations``); filtered by status, tool-call status
+    and dates; shows token usage and cost; the change page shows the transcript as cards,
+    ``TRANSCRIPT_PAGE_SIZE`` display rows a page."""
 
     list_display = (
         "id",
@@ -89,6 +93,9 @@ class ConversationAdmin(ReadOnlyAdmin):
         "record_length",
         "transcript_count",
         "last_seq",
+        "input_tokens",
+        "output_tokens",
+        "cost",
         "saved_at",
     )
     list_display_links = ("id",)
@@ -103,7 +110,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_defer = ("metadata", "pending_ask")
     link_lookups = frozenset({"owner__id__exact", "parent__id__exact"})
     search_fields = ("=id",)  # shows the search box; get_search_results does the work
-    search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
+    search_help_text = (
+        "Exact conversation id, exact owner username or email, title prefix, or words in the "
+        'title or the messages ("a phrase", -excluded, or).'
+    )
     raw_id_fields = ("owner",)
     fieldsets = (
         (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
@@ -122,6 +132,21 @@ class ConversationAdmin(ReadOnlyAdmin):
         (
             "Subagents",
             {"fields": ("parent_link", "parent_call_id", "children_list")},
+        ),
+        (
+            "Usage",
+            {
+                "fields": (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "cache_write_1h_tokens",
+                    "reasoning_tokens",
+                    "cost",
+                    "usage_by_model_pretty",
+                )
+            },
         ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
@@ -171,7 +196,14 @@ class ConversationAdmin(ReadOnlyAdmin):
         if pk is not None:
             return queryset.filter(pk=pk), False
         owners = get_user_model()._default_manager.filter(_owner_lookup(term)).values("pk")
-        return queryset.filter(Q(owner__in=owners) | Q(title__startswith=term)), False
+        found = Q(owner__in=owners) | Q(title__startswith=term)
+        try:
+            words = parse_query(term)
+        except InvalidSearch:  # too long for a search: the exact lookups only
+            return queryset.filter(found), False
+        # The index the API searches (docs/search.md): titles and display rows.
+        matching = matching_conversations(Conversation.objects.using(queryset.db).all(), words)
+        return queryset.filter(found | Q(pk__in=matching.order_by().values("pk"))), False
 
     # ------------------------------------------------------------------ columns and fields
 
@@ -225,6 +257,18 @@ class ConversationAdmin(ReadOnlyAdmin):
     def pending_ask_pretty(self, obj: Conversation) -> SafeString | str:
         """The pending ask as indented JSON."""
         return "-" if obj.pending_ask is None else pre(obj.pending_ask)
+
+    @admin.display(description="cost (USD)")
+    def cost(self, obj: Conversation) -> str:
+        """The cost of the conversation's tokens at the current prices (docs/usage.md); "-" when
+        a model has no price."""
+        value = conversation_usage(obj)["cost"]
+        return "-" if value is None else f"${value}"
+
+    @admin.display(description="tokens by model")
+    def usage_by_model_pretty(self, obj: Conversation) -> SafeString:
+        """The counters of each model, as indented JSON."""
+        return pre(obj.usage_by_model)
 
     @admin.display(description="metadata")
     def metadata_pretty(self, obj: Conversation) -> SafeString:

@@ -47,6 +47,13 @@ class InvalidFilter(ApiError):
     default_code = "invalid_filter"
 
 
+class InvalidQuery(ApiError):
+    """A search ``q`` that cannot be read: missing or blank where required, too long, or holding
+    a NUL character (docs/search.md)."""
+
+    default_code = "invalid_query"
+
+
 class InvalidField(ApiError):
     """A PATCH body that is not an object, names another key or carries a bad value."""
 

@@ -11,6 +11,7 @@ body of another content type, or JSON that is not an object is ``InvalidField`` 
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Any, Final
 
 from django.core.exceptions import RequestDataTooBig
@@ -19,11 +20,21 @@ from django.http.request import RawPostDataException
 from rest_framework.request import Request
 
 from murmur_conversations import jsonenc
-from murmur_conversations.api.exceptions import InvalidField, InvalidFilter, InvalidSince
+from murmur_conversations.api.exceptions import (
+    InvalidField,
+    InvalidFilter,
+    InvalidQuery,
+    InvalidSince,
+)
+from murmur_conversations.exceptions import InvalidSearch
 from murmur_conversations.models import ToolStatus
+from murmur_conversations.search import SearchQuery, parse_query
 from murmur_conversations.services import MAX_ANSWER_CHARS
+from murmur_conversations.usage_report import Period
 
 _NON_NEGATIVE: Final = re.compile(r"[0-9]+")
+_DAY: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+GROUP_BY: Final = ("day", "model", "conversation")
 #: event_seq is a 64-bit column; a larger ``since`` is simply after every event.
 _MAX_EVENT_SEQ: Final = 2**63 - 1
 PATCH_FIELDS: Final = frozenset({"title", "metadata"})
@@ -138,3 +149,49 @@ def read_answer(data: Any) -> tuple[str, int | None]:
     ):
         raise InvalidField("event_seq must be an integer >= 0 (the event_seq you saw the ask at)")
     return answer, event_seq
+
+
+def read_search(query: QueryDict, *, required: bool) -> SearchQuery | None:
+    """The search ``q`` (docs/search.md), parsed; None when it is absent or empty and not
+    ``required``. ``InvalidQuery`` when it is required and missing or blank, longer than
+    ``search.MAX_QUERY_CHARS`` characters, or holds a NUL character."""
+    raw = query.get("q")
+    if not raw:
+        if required:
+            raise InvalidQuery("q is required: the words to search for")
+        return None
+    try:
+        return parse_query(raw)
+    except InvalidSearch as error:
+        raise InvalidQuery(str(error)) from None
+
+
+def read_group_by(query: QueryDict) -> str:
+    """``group_by`` of ``GET usage/``: ``day`` (the default), ``model`` or ``conversation``;
+    ``InvalidFilter`` for anything else."""
+    raw = query_value(query, "group_by") or "day"
+    if raw not in GROUP_BY:
+        raise InvalidFilter(f"group_by must be one of {', '.join(GROUP_BY)}")
+    return raw
+
+
+def read_period(query: QueryDict) -> Period:
+    """``from`` and ``to`` of ``GET usage/``: UTC days ``YYYY-MM-DD``, both included, each
+    optional; ``InvalidFilter`` for another form, a day that does not exist, or ``from`` after
+    ``to``."""
+    days: dict[str, date | None] = {}
+    for name in ("from", "to"):
+        raw = query_value(query, name)
+        if raw is None:
+            days[name] = None
+            continue
+        try:
+            if not _DAY.fullmatch(raw):
+                raise ValueError(raw)
+            days[name] = date.fromisoformat(raw)
+        except ValueError:
+            raise InvalidFilter(f"{name} must be a day written YYYY-MM-DD (UTC)") from None
+    start, end = days["from"], days["to"]
+    if start is not None and end is not None and start > end:
+        raise InvalidFilter("from must not be after to")
+    return Period(start=start, end=end)

@@ -30,6 +30,21 @@ class WireErrorSerializer(serializers.Serializer[Any]):
     code = serializers.CharField()
 
 
+class UsageSerializer(serializers.Serializer[Any]):
+    """Token usage and cost (``representations.conversation_usage``, ``usage.usage_body``):
+    counters in our names (``input_tokens`` is uncached input), the models, and the cost in USD
+    as a decimal string, null when a model has no price (docs/usage.md)."""
+
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0)
+    cache_read_tokens = serializers.IntegerField(min_value=0)
+    cache_write_tokens = serializers.IntegerField(min_value=0)
+    cache_write_1h_tokens = serializers.IntegerField(min_value=0)
+    reasoning_tokens = serializers.IntegerField(min_value=0)
+    models = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    cost = serializers.CharField(allow_null=True)
+
+
 class SummarySerializer(serializers.Serializer[Any]):
     """The summary row (``representations.summary_row``)."""
 
@@ -44,6 +59,7 @@ class SummarySerializer(serializers.Serializer[Any]):
     parent_call_id = serializers.CharField(allow_null=True)
     child_count = serializers.IntegerField(min_value=0)
     steps = serializers.IntegerField(min_value=0)
+    usage = UsageSerializer()
 
 
 class DetailSerializer(SummarySerializer):
@@ -132,6 +148,56 @@ class AccessLogRowSerializer(serializers.Serializer[Any]):
 
 
 AccessLogPageSerializer = page_serializer("AccessLogPageSerializer", AccessLogRowSerializer)
+
+
+class SearchHitSerializer(serializers.Serializer[Any]):
+    """A search hit (``representations.search_hit_row``)."""
+
+    conversation_id = serializers.UUIDField()
+    conversation_title = serializers.CharField(allow_blank=True)
+    seq = serializers.IntegerField(min_value=1)
+    display_message_id = serializers.CharField()
+    role = serializers.CharField()
+    content_type = serializers.CharField()
+    snippet = serializers.CharField(allow_blank=True)
+    highlights = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(min_value=0))
+    )
+    created_at = serializers.DateTimeField()
+
+
+class SearchPageSerializer(serializers.Serializer[Any]):
+    """``GET search/``: a page of hits, best first; no ``total``."""
+
+    results = SearchHitSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class UsageGroupSerializer(serializers.Serializer[Any]):
+    """One group of ``GET usage/``: ``day``, ``model`` or ``conversation_id`` and ``title``
+    (by ``group_by``), and its ``usage``."""
+
+    day = serializers.DateField(required=False)
+    model = serializers.CharField(required=False, allow_blank=True)
+    conversation_id = serializers.UUIDField(required=False)
+    title = serializers.CharField(required=False, allow_blank=True)
+    usage = UsageSerializer()
+
+
+class UsagePageSerializer(serializers.Serializer[Any]):
+    """``GET usage/``."""
+
+    group_by = serializers.ChoiceField(choices=["day", "model", "conversation"])
+    results = UsageGroupSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField(min_value=0)
+    usage = UsageSerializer()
+
+    def get_fields(self) -> dict[str, Any]:
+        fields = super().get_fields()
+        fields["from"] = serializers.DateField(allow_null=True)
+        fields["to"] = serializers.DateField(allow_null=True)
+        return fields
 
 
 class TranscriptMessageSerializer(serializers.Serializer[Any]):

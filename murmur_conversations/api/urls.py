@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from django.urls import path
 
+from murmur_conversations.api.search import SearchView
 from murmur_conversations.api.session_wire import SessionWireView
+from murmur_conversations.api.usage import UsageView
 from murmur_conversations.api.viewsets import (
     AccessLogViewSet,
     ConversationViewSet,
@@ -68,6 +70,8 @@ urlpatterns = [
         AccessLogViewSet.as_view({"get": "entries"}),
         name="conversation-access-log",
     ),
+    path("search/", SearchView.as_view(), name="search"),
+    path("usage/", UsageView.as_view(), name="usage"),
     path("ws-ticket/", WsTicketView.as_view(), name="ws-ticket"),
     path("session/", SessionWireView.as_view(), name="session"),
 ]

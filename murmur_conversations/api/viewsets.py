@@ -47,6 +47,7 @@ from murmur_conversations.api.params import (
     read_answer,
     read_json_object,
     read_patch,
+    read_search,
     read_since,
     read_status_filter,
 )
@@ -74,6 +75,7 @@ from murmur_conversations.representations import (
     summary_row,
     tool_call_row,
 )
+from murmur_conversations.search import matching_conversations
 from murmur_conversations.selectors import (
     access_log,
     children_by_call,
@@ -101,6 +103,12 @@ PARENT_PARAM: Param = (
     "query",
     "List this conversation's children instead (another user's id lists nothing, like a missing "
     "one).",
+)
+Q_PARAM: Param = (
+    "q",
+    str,
+    "query",
+    "Only conversations whose title or a message matches these words (docs/search.md).",
 )
 
 
@@ -136,17 +144,24 @@ class ConversationViewSet(ConversationScopedViewSet):
     # ------------------------------------------------------------------ conversations
 
     @document(
-        summary="The caller's top-level conversations, or one's children; saved_at desc, id desc",
-        params=[*PAGE_PARAMS, PARENT_PARAM],
+        summary="The caller's top-level conversations, or one's children; saved_at desc, id desc; "
+        "q filters them",
+        params=[*PAGE_PARAMS, PARENT_PARAM, Q_PARAM],
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
         """A page of summary rows: the caller's top-level conversations, or with ``?parent=<id>``
-        that conversation's children (none for a foreign, missing or malformed id, alike);
-        ``total`` counts them. (Not named ``list``: the body is one page object, and schema tools
-        read ``list`` as an array.)"""
+        that conversation's children (none for a foreign, missing or malformed id, alike); with
+        ``q`` only those whose title or a display row matches it (docs/search.md); ``total``
+        counts them. (Not named ``list``: the body is one page object, and schema tools read
+        ``list`` as an array.)"""
         parent = query_value(request.query_params, "parent")
-        params = () if parent is None else (("parent", parent),)
+        query = read_search(request.query_params, required=False)
+        params: tuple[tuple[str, str], ...] = ()
+        if parent is not None:
+            params += (("parent", parent),)
+        if query is not None:
+            params += (("q", query.raw),)
         binding = CursorBinding("conversations", str(request.user.pk), params)
         key = binding.read(request.query_params.get("cursor"))
         limit = page_limit(request.query_params)
@@ -154,6 +169,8 @@ class ConversationViewSet(ConversationScopedViewSet):
             scoped = top_level(conversations_for(request.user))
         else:
             scoped = children_for(request.user, parent)
+        if query is not None:
+            scoped = matching_conversations(scoped, query)
         rows = scoped
         if key is not None:
             saved_at, pk = _conversation_key(key)

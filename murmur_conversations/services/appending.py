@@ -29,6 +29,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact
+from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -353,6 +354,7 @@ def _write_messages(
         )
         _plan_message(write, batch, message)
     Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
+    count_usage(write, fresh, record)
     ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
     if batch.new_calls:
         conv.tool_call_count += len(batch.new_calls)

@@ -20,6 +20,7 @@ from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
     Message,
+    MessageUsage,
     RedactionCount,
     SourceRecord,
     ToolCall,
@@ -46,6 +47,7 @@ _CONVERSATIONS_PER_BATCH: Final = 200
 _ROW_MODELS: Final = (
     DisplayMessage,
     ToolCall,
+    MessageUsage,
     Message,
     SourceRecord,
     RedactionCount,

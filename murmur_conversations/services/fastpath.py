@@ -5,27 +5,39 @@ counters (no tool calls, no tool results, no source records) and falls back to t
 everything else, and whenever this path declines (a duplicate id, a race, a missing conversation).
 
 One statement updates the conversation row (which locks it and numbers the batch), inserts the
-record rows and inserts the display rows, so the invariants hold exactly as on the general path:
+record rows and inserts the display rows (and, for messages that carry usage, adds to the token
+counters and inserts their usage rows), so the invariants hold exactly as on the general path:
 positions and seqs come from the locked counters, and one event_seq is taken. The signals go
 through ``writing.announce``, as on the general path. Private to ``murmur_conversations.services``.
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, connections, models, transaction
 
 from murmur_conversations import jsonenc
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
-from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolStatus
+from murmur_conversations.models import (
+    Conversation,
+    DisplayMessage,
+    Message,
+    MessageUsage,
+    ToolStatus,
+)
 from murmur_conversations.services.writing import announce, database_errors
+from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model
 
 _CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
-_JSON_FIELDS = {"metadata", "pending_ask"}
+_JSON_FIELDS = {
+    f.attname for f in Conversation._meta.concrete_fields if isinstance(f, models.JSONField)
+}
 _MESSAGE_ARRAYS = ("m_index", "ids", "roles", "contents", "errors", "sources", "extras")
 _DISPLAY_ARRAYS = ("d_index", "d_message", "types", "content_types", "d_contents", "metas")
+_USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS))
 
 
 def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_records: bool) -> bool:
@@ -40,18 +52,51 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
     )
 
 
-def _sql() -> str:
+def _usage_sql() -> tuple[str, str]:
+    """The usage parts of the statement (docs/usage.md): the conversation's counters and its
+    ``usage_by_model`` (merged as ``usage.add_by_model`` merges), and the usage rows' insert."""
+    conv = Conversation._meta.db_table
+    table = MessageUsage._meta.db_table
+    counters = "".join(f'\n    "{name}" = "{name}" + %(t_{name})s,' for name in COUNTERS)
+    merged = ", ".join(
+        f"'{name}', COALESCE((o.value ->> '{name}')::bigint, 0) "
+        f"+ COALESCE((n.value ->> '{name}')::bigint, 0)"
+        for name in COUNTERS
+    )
+    update = f"""{counters}
+    "usage_by_model" = (
+      SELECT COALESCE(jsonb_object_agg(COALESCE(o.key, n.key), CASE WHEN n.key IS NULL
+        THEN o.value ELSE jsonb_build_object({merged}) END), '{{}}'::jsonb)
+      FROM jsonb_each("{conv}"."usage_by_model") AS o
+      FULL JOIN jsonb_each(%(u_by_model)s::jsonb) AS n ON o.key = n.key),"""
+    columns = ", ".join(f'"{name}"' for name in COUNTERS)
+    arrays = ", ".join(f"%(u_{name})s::bigint[]" for name in COUNTERS)
+    values = ", ".join(f"x.{name}" for name in COUNTERS)
+    insert = f""", u AS (
+  INSERT INTO "{table}" ("conversation_id", "message_id", "model", {columns}, "created_at")
+  SELECT c."id", m."id", x.model, {values}, (%(m_times)s::timestamptz[])[x.i]
+  FROM c, unnest(%(u_index)s::int[], %(u_model)s::varchar[], {arrays})
+       AS x(i, model, {", ".join(COUNTERS)})
+  JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + x.i
+  RETURNING 1
+)"""
+    return update, insert
+
+
+@functools.cache
+def _sql(with_usage: bool = False) -> str:
     conv = Conversation._meta.db_table
     msg = Message._meta.db_table
     disp = DisplayMessage._meta.db_table
     returning = ", ".join(f'"{name}"' for name in _CONVERSATION_FIELDS)
+    usage_update, usage_insert = _usage_sql() if with_usage else ("", "")
     return f"""
 WITH c AS (
   UPDATE "{conv}" SET
     "record_length" = "record_length" + %(n)s,
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
-    "last_event_seq" = "last_event_seq" + 1,
+    "last_event_seq" = "last_event_seq" + 1,{usage_update}
     "saved_at" = GREATEST("saved_at", %(saved)s)
   WHERE "id" = %(conversation)s AND NOT EXISTS (
     SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
@@ -80,7 +125,7 @@ WITH c AS (
        AS w(k, i, message_type, content_type, content, metadata, created_at)
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + w.i
   RETURNING "id", "seq", "message_id"
-)
+){usage_insert}
 SELECT c.*, (SELECT COALESCE(array_agg(d."id" ORDER BY d."seq"), '{{}}') FROM d) AS display_ids,
        (SELECT COALESCE(array_agg(m."id" ORDER BY m."position"), '{{}}') FROM m) AS message_ids
 FROM c
@@ -104,7 +149,7 @@ def try_append(
     than the stored one."""
     stamps = [t or now for t in (times or [None] * len(messages))]
     params, parts_by_message = _parameters(conversation_pk, messages, now, stamps)
-    row = _execute(using, params)
+    row = _execute(using, params, with_usage="u_index" in params)
     if row is None:
         return None
     conversation, rows = _rebuild(row, parts_by_message, stamps)
@@ -147,10 +192,32 @@ def _parameters(
             params["metas"].append(jsonenc.dumps(part.metadata))
             params["d_times"].append(stamps[index - 1])
     params["r"] = len(params["d_index"])
+    if any(message.usage is not None for message in messages):
+        _usage_parameters(params, messages)
     return params, parts_by_message
 
 
-def _execute(using: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+def _usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
+    """The usage rows' arrays, the counters' increments and this batch's ``usage_by_model``."""
+    params.update({name: [] for name in _USAGE_ARRAYS})
+    total = Usage()
+    by_model: ByModel = {}
+    for index, message in enumerate(messages, start=1):
+        if message.usage is None:
+            continue
+        params["u_index"].append(index)
+        params["u_model"].append(message.model)
+        for name, value in message.usage.as_dict().items():
+            params[f"u_{name}"].append(value)
+        total = total + message.usage
+        by_model = add_by_model(by_model, message.model, message.usage)
+    params.update({f"t_{name}": value for name, value in total.as_dict().items()})
+    params["u_by_model"] = jsonenc.dumps(by_model)
+
+
+def _execute(
+    using: str, params: dict[str, Any], *, with_usage: bool = False
+) -> tuple[Any, ...] | None:
     """Run the statement; its one result row, or None when it declined (no such conversation, a
     known id, or a concurrent writer stored one of the ids first)."""
     connection = connections[using]
@@ -158,11 +225,11 @@ def _execute(using: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         try:
             if connection.in_atomic_block:  # a savepoint keeps the caller's transaction usable
                 with transaction.atomic(using=using), connection.cursor() as cursor:
-                    cursor.execute(_sql(), params)
+                    cursor.execute(_sql(with_usage), params)
                     row = cursor.fetchone()
             else:  # autocommit: the statement is its own transaction, one round trip
                 with connection.cursor() as cursor:
-                    cursor.execute(_sql(), params)
+                    cursor.execute(_sql(with_usage), params)
                     row = cursor.fetchone()
         except IntegrityError:
             return None

@@ -15,6 +15,8 @@ from typing import Any
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
 
+#: The model the scripted run says it used (its made-up token counts are priced as this model's).
+DEMO_MODEL = "claude-sonnet-4-5"
 PROMPT = "Why is the nightly build slower since Tuesday? Check the CI timings and the lockfile."
 THINKING = (
     "The user wants a cause, not a guess. Two sources will tell: the CI timing export and the diff "
@@ -127,6 +129,13 @@ def run_demo_agent(
         message={
             "role": "assistant",
             "id": f"demo-plan-{run}",
+            "model": DEMO_MODEL,
+            "usage": {  # Anthropic's spelling; murmur counts it (docs/usage.md)
+                "input_tokens": 1840,
+                "cache_creation_input_tokens": 2210,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 412,
+            },
             "content": [
                 {"type": "thinking", "text": THINKING},
                 {
@@ -219,6 +228,13 @@ def run_demo_agent(
         message={
             "role": "assistant",
             "id": f"demo-answer-{run}",
+            "model": DEMO_MODEL,
+            "usage": {
+                "input_tokens": 655,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 4050,
+                "output_tokens": 236,
+            },
             "stream_id": stream_id,
             "content": [{"type": "text", "text": FINDINGS}],
         },

@@ -2,8 +2,8 @@
 uvicorn server on loopback that serves the test database. Log in, open a conversation, see the
 cards; run the demo agent and watch text stream in and tool badges change; drop and restore the
 connection and find nothing lost, also across a resync and a switch of conversations; page older
-rows on scroll; answer the pending ask; rename and delete from the sidebar with a second tab kept
-right; a 390 px phone that never scrolls sideways; remote images only on request; times in the
+rows on scroll; search and jump to a hit, tokens and cost; answer the pending ask; rename and
+delete from the sidebar with a second tab kept right; a 390 px phone that never scrolls sideways; remote images only on request; times in the
 viewer's locale; the admin under the Content-Security-Policy. Every test also asserts that no page
 logged an error or met a CSP violation.
 
@@ -421,6 +421,60 @@ def test_older_pages_load_on_scroll(server: str, browser: Browser, demo_user: Us
         expect(cards).to_have_count(expected)
     expect(cards.first).to_have_text(re.compile("message number 1$"))
     assert shown_ids(page) == stored_ids(long)
+    problems.assert_none()
+    context.close()
+
+
+def test_search_jumps_to_the_hit_and_shows_tokens_and_cost(
+    server: str, browser: Browser, demo_user: User
+) -> None:
+    from playwright.sync_api import expect
+
+    long = services.start_conversation(owner=demo_user, title="A long search")
+    services.save_messages(
+        conversation=long,
+        messages=[
+            {
+                "role": "user" if n % 2 else "assistant",
+                "content": "the marmalade jar is empty" if n == 3 else f"message number {n}",
+            }
+            for n in range(1, 131)
+        ],
+    )
+    target = DisplayMessage.objects.get(
+        conversation=long, content__text="the marmalade jar is empty"
+    )
+    context = browser.new_context(viewport={"width": 1000, "height": 700})
+    problems = Problems(context)
+    page = context.new_page()
+    log_in(page, server)
+    # Tokens and cost of the demo conversations (their messages carry usage).
+    bisect = page.locator("#conversations .conversation-item", has_text="git bisect run")
+    expect(bisect.locator(".usage")).to_have_text(re.compile(r"^79 tokens · <\$0\.01$"))
+    open_conversation(page, "git bisect run")
+    expect(page.locator("#conversation-usage")).to_have_text(re.compile("79 tokens"))
+    assert "gpt-4o-mini" in (page.locator("#conversation-usage").get_attribute("title") or "")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "demo-usage.png"), animations="disabled")
+
+    page.locator("#search-text").fill("marmalades -toast")
+    page.locator("#search-text").press("Enter")
+    hit = page.locator("#hits li")
+    expect(hit).to_have_count(1)
+    expect(hit.locator("mark")).to_have_text("marmalade")
+    expect(hit.locator(".title")).to_have_text("A long search")
+    expect(page.locator("#conversations")).to_be_hidden()  # results replace the list
+    hit.locator("button").click()
+    expect(page.locator("#conversation-title")).to_have_text("A long search")
+    card = page.locator(f'#cards li.card[data-seq="{target.seq}"]')
+    expect(card).to_be_in_viewport()  # two older pages were loaded to reach it
+    expect(card).to_have_class(re.compile(r"\bhit\b"))
+    page.screenshot(path=str(ARTIFACTS / "demo-search.png"), animations="disabled")
+    page.locator("#search-text").press("Escape")
+    expect(page.locator("#conversations")).to_be_visible()
+    page.locator("#search-text").fill("nothingmatchesthis")
+    page.locator("#search-text").press("Enter")
+    expect(page.locator("#search-status")).to_have_text("Nothing found.")
     problems.assert_none()
     context.close()
 

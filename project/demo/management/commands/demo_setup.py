@@ -11,10 +11,12 @@ from django.core.management.base import BaseCommand
 from murmur_conversations import services
 from project.demo.agent import run_demo_agent
 
-SHORT_CHAT = [
+SHORT_CHAT: list[dict[str, Any]] = [
     {"role": "user", "content": "What does `git bisect run` do?"},
     {
         "role": "assistant",
+        "model": "gpt-4o-mini",
+        "usage": {"prompt_tokens": 31, "completion_tokens": 48},  # OpenAI's spelling
         "content": "It runs a command at each bisection step and marks the "
         "commit good (exit 0) or bad (exit 1-127 except 125, which skips it), so the search for the "
         "first bad commit runs unattended.",

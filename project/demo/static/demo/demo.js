@@ -2,7 +2,8 @@
  * public API (docs/demo.md).
  *
  * REST (/api/conversations/...) loads pages, renames, deletes and answers the pending ask;
- * ws/conversations/ keeps the sidebar live and ws/conversations/<id>/?since=N the open transcript.
+ * /api/search/ finds messages; ws/conversations/ keeps the sidebar live (tokens and cost
+ * included) and ws/conversations/<id>/?since=N the open transcript.
  * Rows are upserted by id (the newer event_seq wins) and shown in seq order. All model text goes in
  * through textContent; remote images load only when the reader asks for them.
  */
@@ -61,6 +62,41 @@
 
   function titleOf(summary) {
     return (summary && summary.title) || UNTITLED;
+  }
+
+  const COMPACT = new Intl.NumberFormat(undefined, { notation: "compact", maximumFractionDigits: 1 });
+  const WHOLE = new Intl.NumberFormat();
+
+  /** A cost (the API's exact decimal string, USD) for reading: cents, or "<$0.01". */
+  function money(text) {
+    const value = Number(text);
+    if (value > 0 && value < 0.01) return "<$0.01";
+    return `$${value.toFixed(2)}`;
+  }
+
+  /** The tokens and cost of a summary's `usage` (docs/usage.md): {short, long}, or null when the
+   * conversation has none. */
+  function usageText(usage) {
+    if (!usage || !Array.isArray(usage.models) || usage.models.length === 0) return null;
+    const tokens = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+    const cost = usage.cost === null ? "cost unknown" : money(usage.cost);
+    const long = [
+      `${WHOLE.format(usage.input_tokens)} input (uncached)`,
+      `${WHOLE.format(usage.cache_read_tokens)} cache read`,
+      `${WHOLE.format(usage.cache_write_tokens)} cache write`,
+      `${WHOLE.format(usage.output_tokens)} output (${WHOLE.format(usage.reasoning_tokens)} reasoning)`,
+      `models: ${usage.models.map((m) => m || "unnamed").join(", ")}`,
+      usage.cost === null ? "no price for a model" : `$${usage.cost}`,
+    ].join(" · ");
+    return { short: `${COMPACT.format(tokens)} tokens · ${cost}`, long };
+  }
+
+  function showUsage(node, usage) {
+    const text = usageText(usage);
+    node.hidden = !text;
+    node.textContent = text ? text.short : "";
+    node.title = text ? text.long : "";
+    return node;
   }
 
   /** Reconnect delays: 0.5 s doubling to 30 s, each with +-20 % jitter; reset() once connected. */
@@ -254,6 +290,7 @@
       el("span", `badge status-${item.status}`, item.status),
       el("span", null, `${item.message_count} messages`),
       showTime(el("time"), item.saved_at),
+      showUsage(el("span", "usage"), item.usage),
     );
     open.append(el("span", "title", titleOf(item)), meta);
     const actions = el("span", "actions");
@@ -752,6 +789,7 @@
   function showHead(current, summary) {
     if (view !== current || !summary) return;
     $("conversation-title").textContent = titleOf(summary);
+    showUsage($("conversation-usage"), summary.usage);
     showTime($("conversation-started"), summary.created_at);
     if (!$("conversation-started").hidden) {
       $("conversation-started").textContent = `started ${$("conversation-started").textContent}`;
@@ -1046,6 +1084,7 @@
       closeSocket(old);
     }
     $("conversation-title").textContent = "Pick a conversation";
+    showUsage($("conversation-usage"), null);
     showTime($("conversation-started"), null);
     $("cards").replaceChildren();
     $("streams").replaceChildren();
@@ -1088,6 +1127,7 @@
     connectConversation(current);
     fillViewport();
     await loadChildren(current);
+    await showHit(current);
   }
 
   function route() {
@@ -1106,6 +1146,130 @@
       leaveView();
       renderList();
     }
+  }
+
+  // ------------------------------------------------------------------ search
+
+  // The search box over the sidebar: GET /api/search/ (docs/search.md); a hit opens its
+  // conversation and scrolls to its card, loading older pages until the card is there.
+  const finder = { query: "", cursor: null, generation: 0, timer: null, pending: null };
+  let jumpTarget = null; // {id, seq}: the hit to show once its conversation is open
+
+  /** Text with its highlights ([start, end) code point offsets) as <mark>s; text nodes only. */
+  function highlighted(text, highlights) {
+    const chars = Array.from(text || "");
+    const nodes = [];
+    let at = 0;
+    for (const [start, end] of highlights || []) {
+      if (start < at || end <= start) continue;
+      if (start > at) nodes.push(document.createTextNode(chars.slice(at, start).join("")));
+      nodes.push(el("mark", null, chars.slice(start, end).join("")));
+      at = end;
+    }
+    if (at < chars.length) nodes.push(document.createTextNode(chars.slice(at).join("")));
+    return nodes;
+  }
+
+  function hitItem(hit) {
+    const li = el("li");
+    li.dataset.conversation = hit.conversation_id;
+    li.dataset.seq = String(hit.seq);
+    const open = button("hit-link", null, () => jump(hit.conversation_id, hit.seq));
+    const snippet = el("span", "snippet");
+    snippet.append(...highlighted(hit.snippet, hit.highlights));
+    const where = `${ROLE[hit.role] || hit.role} · ${hit.content_type.replace("_", " ")}`;
+    open.append(el("span", "title", hit.conversation_title || UNTITLED), snippet, el("span", "where", where));
+    li.append(open);
+    return li;
+  }
+
+  function searching(on) {
+    $("search-results").hidden = !on;
+    $("conversations").parentElement.classList.toggle("searching", on);
+  }
+
+  /** Search for the box's text (a new search), or `more`: the next page of the current one. */
+  async function runSearch(more) {
+    clearTimeout(finder.timer);
+    if (!more) {
+      const query = $("search-text").value.trim();
+      if (!query) {
+        clearSearch();
+        return;
+      }
+      finder.generation += 1;
+      finder.query = query;
+      finder.cursor = null;
+      $("hits").replaceChildren();
+    }
+    const generation = finder.generation;
+    searching(true);
+    $("search-more").hidden = true;
+    $("search-status").textContent = "Searching…";
+    let url = `/api/search/?q=${encodeURIComponent(finder.query)}&limit=20`;
+    if (more && finder.cursor) url += `&cursor=${encodeURIComponent(finder.cursor)}`;
+    try {
+      const page = await getJSON(url);
+      if (generation !== finder.generation) return;
+      $("hits").append(...page.results.map(hitItem));
+      finder.cursor = page.next_cursor;
+      $("search-more").hidden = !finder.cursor;
+      const count = $("hits").children.length;
+      const noun = count === 1 ? "message" : "messages";
+      $("search-status").textContent = count ? `${count}${finder.cursor ? "+" : ""} ${noun}` : "Nothing found.";
+    } catch (failure) {
+      if (generation !== finder.generation) return;
+      $("search-status").textContent =
+        failure instanceof ApiError ? failure.message : "The search failed (no connection?).";
+    }
+  }
+
+  function search(more) {
+    const done = runSearch(more).catch(console.error);
+    finder.pending = done;
+    done.finally(() => {
+      if (finder.pending === done) finder.pending = null;
+    });
+    return done;
+  }
+
+  function clearSearch() {
+    clearTimeout(finder.timer);
+    finder.generation += 1;
+    finder.query = "";
+    finder.cursor = null;
+    $("hits").replaceChildren();
+    searching(false);
+  }
+
+  /** Open a hit: its conversation (through the URL, as a click in the list does), then its card. */
+  function jump(id, seq) {
+    jumpTarget = { id, seq };
+    if (view && view.id === id) showHit(view).catch(console.error);
+    else window.location.hash = id;
+  }
+
+  async function showHit(current) {
+    const target = jumpTarget;
+    if (!target || target.id !== current.id) return;
+    jumpTarget = null;
+    for (let pages = 0; view === current && pages < 1000; ) {
+      const node = $("cards").querySelector(`li.card[data-seq="${target.seq}"]`);
+      if (node) {
+        node.scrollIntoView({ block: "center" });
+        node.classList.add("hit");
+        setTimeout(() => node.classList.remove("hit"), 4000);
+        return;
+      }
+      if (!current.cursor) break;
+      if (current.loadingOlder) {
+        await new Promise((resolve) => setTimeout(resolve, 50)); // a page is on its way
+        continue;
+      }
+      pages += 1;
+      await loadOlder();
+    }
+    if (view === current) notify("That message is not in this conversation any more.");
   }
 
   // ------------------------------------------------------------------ run the demo agent
@@ -1168,10 +1332,26 @@
     },
     resyncing: () => paging.size,
     children: () => (view ? [...view.children.values()] : []),
+    searched: () => finder.pending || Promise.resolve(),
     settled: () => Promise.allSettled([...paging]).then(() => undefined),
   };
 
   $("run-agent").addEventListener("submit", runAgent);
+  $("search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search(false);
+  });
+  $("search-text").addEventListener("input", () => {
+    clearTimeout(finder.timer);
+    finder.timer = setTimeout(() => search(false), 300);
+  });
+  $("search-text").addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      $("search-text").value = "";
+      clearSearch();
+    }
+  });
+  $("search-more").addEventListener("click", () => search(true));
   $("answer").addEventListener("submit", (event) => {
     event.preventDefault();
     if (view) sendAnswer(view, $("answer-text").value).catch(console.error);

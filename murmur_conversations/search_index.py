@@ -1,0 +1,397 @@
+"""The full-text index, kept by the database itself (docs/search.md "How the index is kept").
+
+Every write path (the general one, PostgreSQL's single-statement append, bulk imports, raw SQL)
+keeps the index in the same transaction as the rows, with no Python in between:
+
+- **PostgreSQL**: a stored generated ``tsvector`` column ``search_vector`` on the display table,
+  ``to_tsvector('english', murmur_search_text(content_type, content, metadata))`` (with
+  :data:`WORD_BREAKS` turned into spaces first), with a GIN index; titles through a GIN
+  expression index on the same ``to_tsvector`` of ``title``.
+- **SQLite**: an FTS5 table (``porter unicode61`` tokenizer) holding each display row's
+  searchable text under the row's id, kept by triggers on the display table; titles in a second
+  FTS5 table over ``murmur_title_doc`` (external content), kept by triggers on the conversation
+  table.
+- **Other databases**: nothing; reads fall back to ``icontains`` (system check ``W004``).
+
+What a display row contributes (its *searchable text*), the same on every database:
+
+- ``text``, ``thinking``, ``notification``, ``error``: ``content.text``, its first
+  :data:`TEXT_CHARS` characters;
+- ``tool_call`` (the card): the tool name, ``metadata.display_text``, and the first
+  :data:`TOOL_CHARS` characters of the strings inside ``content.arguments``;
+- ``tool_result``: the tool name and the first :data:`TOOL_CHARS` characters of the strings
+  inside ``content.content``;
+- anything else (images, files, structured data, todo lists): nothing.
+
+"The strings inside" a JSON value: the value itself if it is a string, else every string in its
+arrays and objects except the values of members named in :data:`SKIPPED_KEYS` (block types, ids,
+signatures, base64 data).
+
+:func:`install` and :func:`uninstall` are what migration ``0006_search`` runs; :func:`ensure`
+(run after every ``migrate``) puts back SQLite triggers that a later migration's table rebuild
+dropped, and re-indexes when it had to.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from typing import Any, Final, Literal
+
+from murmur_conversations import jsonenc
+
+#: Characters of a text, thinking, notice or error row that are indexed.
+TEXT_CHARS: Final = 65_536
+#: Characters of a tool call's arguments, or of a tool result, that are indexed.
+TOOL_CHARS: Final = 16_384
+#: PostgreSQL's text search configuration (stemming and stop words).
+PG_CONFIG: Final = "english"
+
+FUNCTION: Final = "murmur_search_text"
+VECTOR_COLUMN: Final = "search_vector"
+DISPLAY_INDEX: Final = "murmur_display_search_idx"
+TITLE_INDEX: Final = "murmur_conv_title_search_idx"
+DISPLAY_FTS: Final = "murmur_display_fts"
+TITLE_DOC: Final = "murmur_title_doc"
+TITLE_FTS: Final = "murmur_title_fts"
+_SQLITE_TRIGGERS: Final = (
+    "murmur_display_fts_ai",
+    "murmur_display_fts_au",
+    "murmur_display_fts_ad",
+    "murmur_title_fts_ai",
+    "murmur_title_fts_au",
+    "murmur_title_fts_ad",
+)
+_TOKENIZER: Final = "porter unicode61 remove_diacritics 0"
+_TEXT_TYPES: Final = "('text', 'thinking', 'notification', 'error')"
+
+Backend = Literal["postgresql", "sqlite", "fallback"]
+
+
+def _tables() -> tuple[str, str]:
+    from murmur_conversations.models import Conversation, DisplayMessage
+
+    return DisplayMessage._meta.db_table, Conversation._meta.db_table
+
+
+@functools.cache
+def sqlite_has_fts5() -> bool:
+    """Whether this Python's SQLite library has FTS5 (no database connection needed)."""
+    try:
+        with sqlite3.connect(":memory:") as probe:
+            probe.execute("CREATE VIRTUAL TABLE probe USING fts5(body)")
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def backend_for(vendor: str) -> Backend:
+    """Which index a database of ``vendor`` (Django's ``connection.vendor``) has."""
+    if vendor == "postgresql":
+        return "postgresql"
+    if vendor == "sqlite" and sqlite_has_fts5():
+        return "sqlite"
+    return "fallback"
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+#: Characters PostgreSQL's parser reads as part of a path, host, e-mail address, URL or version
+#: number ("src/lexer.py" is one token): in the index and in queries they separate words, as
+#: on SQLite, so a word inside a path or an address is found.
+WORD_BREAKS: Final = "/\\.@:?=&#~"
+_BREAKS_TABLE: Final = str.maketrans(WORD_BREAKS, " " * len(WORD_BREAKS))
+
+
+def break_words(text: str) -> str:
+    """``text`` with :data:`WORD_BREAKS` replaced by spaces (same length, offsets unchanged)."""
+    return text.translate(_BREAKS_TABLE)
+
+
+def pg_words_sql(text: str) -> str:
+    """:func:`break_words` in SQL, over the text expression ``text``: nested ``replace()`` calls,
+    as ``translate()`` costs about as much as ``to_tsvector`` itself on PostgreSQL 15."""
+    for character in WORD_BREAKS:
+        text = f"replace({text}, '{character}', ' ')"
+    return text
+
+
+def pg_vector_sql(text: str) -> str:
+    """The ``tsvector`` of the text expression ``text``, as the index computes it."""
+    return f"to_tsvector('{PG_CONFIG}'::regconfig, {pg_words_sql(text)})"
+
+
+def pg_text_sql(content_type: str, content: str, metadata: str) -> str:
+    """A call of the searchable-text function on these column expressions."""
+    return f"{FUNCTION}({content_type}, {content}, {metadata})"
+
+
+#: Members whose string values are not searched inside arguments and results: block types, ids,
+#: signatures and inline data (base64), which are not words anyone looks for.
+SKIPPED_KEYS: Final = (
+    "type",
+    "id",
+    "data",
+    "signature",
+    "media_type",
+    "mime_type",
+    "tool_use_id",
+    "tool_call_id",
+    "call_id",
+)
+
+
+def _pg_strings(value: str) -> str:
+    """The string values inside the jsonb ``value`` (itself, array elements, object members but
+    :data:`SKIPPED_KEYS`), joined by spaces, then cut to :data:`TOOL_CHARS`."""
+    skipped = "|".join(SKIPPED_KEYS)
+    paths = (
+        'strict $ ? (@.type() == "string")',
+        'strict $.** ? (@.type() == "array")[*] ? (@.type() == "string")',
+        'strict $.** ? (@.type() == "object").keyvalue() ? '
+        f'(@.value.type() == "string" && !(@.key like_regex "^({skipped})$")).value',
+    )
+    union = " UNION ALL ".join(
+        f"SELECT v FROM jsonb_path_query({value}, '{path}') AS v" for path in paths
+    )
+    return (
+        f"left(coalesce((SELECT string_agg(s.v #>> '{{}}', ' ') FROM ({union}) AS s), ''), "
+        f"{TOOL_CHARS})"
+    )
+
+
+def pg_statements() -> list[str]:
+    """The PostgreSQL objects: the function, the generated column and the two GIN indexes."""
+    display, conversation = _tables()
+    body = f"""
+SELECT CASE
+  WHEN content_type IN {_TEXT_TYPES} THEN left(coalesce(content ->> 'text', ''), {TEXT_CHARS})
+  WHEN content_type = 'tool_call' THEN
+    coalesce(content ->> 'name', '') || ' ' || coalesce(metadata ->> 'display_text', '') || ' '
+    || {_pg_strings("content -> 'arguments'")}
+  WHEN content_type = 'tool_result' THEN
+    coalesce(content ->> 'name', '') || ' ' || {_pg_strings("content -> 'content'")}
+  ELSE ''
+END"""
+    return [
+        f"""CREATE OR REPLACE FUNCTION {FUNCTION}(content_type varchar, content jsonb,
+    metadata jsonb) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $murmur${body}
+$murmur$""",
+        f"""ALTER TABLE "{display}" ADD COLUMN "{VECTOR_COLUMN}" tsvector GENERATED ALWAYS AS
+    ({pg_vector_sql(pg_text_sql('"content_type"', '"content"', '"metadata"'))}) STORED""",
+        f'CREATE INDEX "{DISPLAY_INDEX}" ON "{display}" USING gin ("{VECTOR_COLUMN}")',
+        f"""CREATE INDEX "{TITLE_INDEX}" ON "{conversation}" USING gin
+    ({pg_vector_sql('"title"')})""",
+    ]
+
+
+def pg_drop_statements() -> list[str]:
+    """Undo :func:`pg_statements`."""
+    display, _conversation = _tables()
+    return [
+        f'DROP INDEX IF EXISTS "{TITLE_INDEX}"',
+        f'DROP INDEX IF EXISTS "{DISPLAY_INDEX}"',
+        f'ALTER TABLE "{display}" DROP COLUMN IF EXISTS "{VECTOR_COLUMN}"',
+        f"DROP FUNCTION IF EXISTS {FUNCTION}(varchar, jsonb, jsonb)",
+    ]
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def _sqlite_strings(row: str, path: str) -> str:
+    skipped = ", ".join(f"'{key}'" for key in SKIPPED_KEYS)
+    return (
+        f"substr(coalesce((SELECT group_concat(value, ' ') FROM json_tree({row}.content, "
+        f"'{path}') WHERE type = 'text' AND (parent IS NULL OR typeof(key) <> 'text' "
+        f"OR key NOT IN ({skipped}))), ''), 1, {TOOL_CHARS})"
+    )
+
+
+def sqlite_text_sql(row: str) -> str:
+    """The searchable text of a display row, as an SQLite expression over the columns of
+    ``row`` (a table name or alias, or ``new``/``old`` in a trigger)."""
+    return f"""CASE
+  WHEN {row}.content_type IN {_TEXT_TYPES} THEN
+    substr(coalesce(json_extract({row}.content, '$.text'), ''), 1, {TEXT_CHARS})
+  WHEN {row}.content_type = 'tool_call' THEN
+    coalesce(json_extract({row}.content, '$.name'), '') || ' '
+    || coalesce(json_extract({row}.metadata, '$.display_text'), '') || ' '
+    || {_sqlite_strings(row, "$.arguments")}
+  WHEN {row}.content_type = 'tool_result' THEN
+    coalesce(json_extract({row}.content, '$.name'), '') || ' '
+    || {_sqlite_strings(row, "$.content")}
+  ELSE ''
+END"""
+
+
+def _sqlite_objects() -> list[str]:
+    # The display index keeps its own copy of each row's searchable text (a regular FTS5 table,
+    # rowid = the display row's id), not an external-content table over a view of the display
+    # table: such a view makes Django's table rebuild on SQLite (any later AlterField) fail.
+    return [
+        # columnsize=0: no per-row token counts, which only bm25 reads (ranks here do not).
+        f"""CREATE VIRTUAL TABLE IF NOT EXISTS {DISPLAY_FTS} USING fts5(body,
+    tokenize='{_TOKENIZER}', columnsize=0)""",
+        f"""CREATE TABLE IF NOT EXISTS {TITLE_DOC} (id INTEGER PRIMARY KEY,
+    conversation_id char(32) NOT NULL UNIQUE, title TEXT NOT NULL)""",
+        f"""CREATE VIRTUAL TABLE IF NOT EXISTS {TITLE_FTS} USING fts5(title,
+    content='{TITLE_DOC}', content_rowid='id', tokenize='{_TOKENIZER}')""",
+    ]
+
+
+def _sqlite_triggers() -> list[str]:
+    display, conversation = _tables()
+    add = (
+        f"INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT new.id, body FROM "
+        f"(SELECT {sqlite_text_sql('new')} AS body) WHERE body <> '';"
+    )
+    remove = f"DELETE FROM {DISPLAY_FTS} WHERE rowid = old.id;"
+    title_remove = (
+        f"INSERT INTO {TITLE_FTS}({TITLE_FTS}, rowid, title) SELECT 'delete', id, title "
+        f"FROM {TITLE_DOC} WHERE conversation_id = old.id;"
+    )
+    title_add = (
+        f"INSERT INTO {TITLE_FTS}(rowid, title) SELECT id, title FROM {TITLE_DOC} "
+        f"WHERE conversation_id = new.id;"
+    )
+    return [
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_display_fts_ai AFTER INSERT ON "{display}"
+    BEGIN {add} END""",
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_display_fts_au AFTER UPDATE OF content_type,
+    content, metadata ON "{display}" BEGIN {remove} {add} END""",
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_display_fts_ad AFTER DELETE ON "{display}"
+    BEGIN {remove} END""",
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_ai AFTER INSERT ON "{conversation}"
+    BEGIN INSERT INTO {TITLE_DOC}(conversation_id, title) VALUES (new.id, new.title);
+    {title_add} END""",
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_au AFTER UPDATE OF title
+    ON "{conversation}" WHEN old.title IS NOT new.title BEGIN {title_remove}
+    UPDATE {TITLE_DOC} SET title = new.title WHERE conversation_id = old.id; {title_add} END""",
+        f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_ad AFTER DELETE ON "{conversation}"
+    BEGIN {title_remove} DELETE FROM {TITLE_DOC} WHERE conversation_id = old.id; END""",
+    ]
+
+
+def _sqlite_rebuild() -> list[str]:
+    """Index every existing row again (after creating the objects, or repairing triggers)."""
+    display, conversation = _tables()
+    return [
+        f"DELETE FROM {DISPLAY_FTS}",
+        f"""INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT id, body FROM
+    (SELECT d.id AS id, {sqlite_text_sql("d")} AS body FROM "{display}" AS d) WHERE body <> ''""",
+        f"DELETE FROM {TITLE_DOC}",
+        f'INSERT INTO {TITLE_DOC}(conversation_id, title) SELECT id, title FROM "{conversation}"',
+        f"INSERT INTO {TITLE_FTS}({TITLE_FTS}) VALUES ('rebuild')",
+    ]
+
+
+def sqlite_statements() -> list[str]:
+    """The SQLite objects (FTS5 tables, title documents, triggers), then a full index."""
+    return [*_sqlite_objects(), *_sqlite_triggers(), *_sqlite_rebuild()]
+
+
+def sqlite_drop_statements() -> list[str]:
+    """Undo :func:`sqlite_statements`."""
+    return [
+        *(f"DROP TRIGGER IF EXISTS {name}" for name in _SQLITE_TRIGGERS),
+        f"DROP TABLE IF EXISTS {TITLE_FTS}",
+        f"DROP TABLE IF EXISTS {TITLE_DOC}",
+        f"DROP TABLE IF EXISTS {DISPLAY_FTS}",
+    ]
+
+
+# --------------------------------------------------------------------------- install
+
+
+def install(connection: Any) -> None:
+    """Create the index of ``connection``'s database (migration ``0006_search``); nothing for a
+    database without one (a system check warns)."""
+    backend = backend_for(connection.vendor)
+    if backend == "fallback":
+        return
+    statements = pg_statements() if backend == "postgresql" else sqlite_statements()
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def uninstall(connection: Any) -> None:
+    """Drop what :func:`install` created."""
+    backend = backend_for(connection.vendor)
+    if backend == "fallback":
+        return
+    statements = pg_drop_statements() if backend == "postgresql" else sqlite_drop_statements()
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def ensure(connection: Any) -> bool:
+    """On SQLite, once the index exists: put back any of its triggers that are missing (Django
+    rebuilds a table to alter it on SQLite, which drops the table's triggers) and index every row
+    again. Returns whether it repaired anything. Nothing to do on other databases."""
+    if backend_for(connection.vendor) != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT type, name FROM sqlite_master WHERE name IN (%s, %s, %s)",
+            [DISPLAY_FTS, TITLE_DOC, TITLE_FTS],
+        )
+        present = {name for _type, name in cursor.fetchall()}
+        if DISPLAY_FTS not in present:
+            return False  # migration 0003 is not applied
+        placeholders = ", ".join(["%s"] * len(_SQLITE_TRIGGERS))
+        cursor.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ({placeholders})",
+            list(_SQLITE_TRIGGERS),
+        )
+        triggers = {row[0] for row in cursor.fetchall()}
+        if triggers == set(_SQLITE_TRIGGERS) and len(present) == 3:
+            return False
+        for statement in [*_sqlite_objects(), *_sqlite_triggers(), *_sqlite_rebuild()]:
+            cursor.execute(statement)
+    return True
+
+
+# --------------------------------------------------------------------------- the same, in Python
+
+
+def _strings(value: Any, out: list[str], key: str | None = None) -> None:
+    if isinstance(value, str):
+        if key not in SKIPPED_KEYS:
+            out.append(value)
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _strings(item, out, name)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def _json_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return jsonenc.dumps(value)
+
+
+def searchable_text(content_type: str, content: Any, metadata: Any) -> str:
+    """The searchable text of a display row, computed in Python as the database computes it
+    (the ``icontains`` fallback and its snippets read this). String values inside arguments and
+    results are taken in document order."""
+    content = content if isinstance(content, dict) else {}
+    metadata = metadata if isinstance(metadata, dict) else {}
+    if content_type in ("text", "thinking", "notification", "error"):
+        return _json_text(content.get("text"))[:TEXT_CHARS]
+    if content_type in ("tool_call", "tool_result"):
+        strings: list[str] = []
+        _strings(content.get("arguments" if content_type == "tool_call" else "content"), strings)
+        parts = [_json_text(content.get("name"))]
+        if content_type == "tool_call":
+            parts.append(_json_text(metadata.get("display_text")))
+        parts.append(" ".join(strings)[:TOOL_CHARS])
+        return " ".join(parts)
+    return ""

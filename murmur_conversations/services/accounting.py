@@ -1,0 +1,48 @@
+"""Token counters on the general write path (docs/usage.md): one ``MessageUsage`` row per
+assistant message that carried ``usage``, and the conversation's counters (in total and by
+model), in the same transaction as the messages, under the conversation's lock. The PostgreSQL
+single-statement append (``fastpath``) does the same in its one statement.
+
+Private to ``murmur_conversations.services``.
+"""
+
+from __future__ import annotations
+
+from murmur_conversations.messages import NormalizedMessage
+from murmur_conversations.models import Message, MessageUsage
+from murmur_conversations.services.writing import Write
+from murmur_conversations.usage import COUNTERS, add_by_model
+
+#: The conversation fields a write with usage changes.
+USAGE_FIELDS = frozenset({*COUNTERS, "usage_by_model"})
+
+
+def count_usage(
+    write: Write, messages: list[NormalizedMessage], record: dict[int, Message]
+) -> None:
+    """Add the usage of ``messages`` (appended in this write; ``record`` maps ``id(message)`` to
+    its saved record row) to the counters of ``write.conversation`` and insert their usage rows.
+    ``Write.finish`` saves the counters."""
+    conversation = write.conversation
+    rows: list[MessageUsage] = []
+    by_model = conversation.usage_by_model
+    for message in messages:
+        if message.usage is None:
+            continue
+        saved = record[id(message)]
+        rows.append(
+            MessageUsage(
+                conversation=conversation,
+                message=saved,
+                model=message.model,
+                created_at=saved.created_at,
+                **message.usage.as_dict(),
+            )
+        )
+        for name in COUNTERS:
+            setattr(conversation, name, getattr(conversation, name) + getattr(message.usage, name))
+        by_model = add_by_model(by_model, message.model, message.usage)
+    if rows:
+        conversation.usage_by_model = by_model
+        MessageUsage.objects.using(write.using).bulk_create(rows, batch_size=1000)
+        write.extra_fields |= USAGE_FIELDS

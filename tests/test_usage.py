@@ -1,0 +1,598 @@
+"""Token usage and cost (docs/usage.md): reading every provider's spelling, the counters the write
+path keeps on both paths, exact prices, the summary rows and ``GET usage/``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from murmur_conversations import checks, services, usage
+from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.models import Conversation, Message, MessageUsage
+from murmur_conversations.services import fastpath
+from murmur_conversations.usage import Usage, read_usage
+from tests.api_helpers import API, token_client
+from tests.helpers import assert_counters_match_rows
+
+pytestmark = pytest.mark.django_db
+
+# ----------------------------------------------------------------------------- spellings
+
+SPELLINGS = [
+    pytest.param(
+        {"input_tokens": 7, "output_tokens": 3, "cache_read_tokens": 5, "cache_write_tokens": 2},
+        Usage(7, 3, 5, 2, 0, 0),
+        id="ours",
+    ),
+    pytest.param(
+        {
+            "input_tokens": 4,
+            "cache_creation_input_tokens": 1334,
+            "cache_read_input_tokens": 11454,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 334},
+            "output_tokens": 179,
+            "service_tier": "standard",
+            "server_tool_use": {"web_search_requests": 0},
+        },
+        Usage(4, 179, 11454, 1334, 334, 0),
+        id="anthropic: cache counted apart from input",
+    ),
+    pytest.param(
+        {
+            "prompt_tokens": 1200,
+            "completion_tokens": 300,
+            "total_tokens": 1500,
+            "prompt_tokens_details": {"cached_tokens": 1000, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 120},
+        },
+        Usage(200, 300, 1000, 0, 0, 120),
+        id="openai chat completions: cached inside prompt_tokens",
+    ),
+    pytest.param(
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 2,
+            "prompt_tokens_details": None,
+            "completion_tokens_details": None,
+        },
+        Usage(10, 2, 0, 0, 0, 0),
+        id="openai chat completions: null details",
+    ),
+    pytest.param(
+        {
+            "input_tokens": 900,
+            "input_tokens_details": {"cached_tokens": 600},
+            "output_tokens": 80,
+            "output_tokens_details": {"reasoning_tokens": 64},
+            "total_tokens": 980,
+        },
+        Usage(300, 80, 600, 0, 0, 64),
+        id="openai responses: cached inside input_tokens",
+    ),
+    pytest.param(
+        {
+            "input_tokens": 17102,
+            "cached_input_tokens": 3456,
+            "output_tokens": 281,
+            "reasoning_output_tokens": 141,
+            "total_tokens": 17383,
+        },
+        Usage(13646, 281, 3456, 0, 0, 141),
+        id="codex token_count: cached inside input_tokens",
+    ),
+    pytest.param({"input_tokens": None, "output_tokens": 5}, Usage(0, 5), id="null is absent"),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), SPELLINGS)
+def test_every_spelling_reads_as_uncached_input(given, expected):
+    assert read_usage(given) == expected
+
+
+@pytest.mark.parametrize(
+    "given", [{}, {"total_tokens": 7772, "tool_uses": 1, "duration_ms": 1593}, {"x": "y"}]
+)
+def test_usage_without_a_token_count_counts_nothing(given):
+    assert read_usage(given) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("12 tokens", "'usage' must be an object"),
+        ([1, 2], "'usage' must be an object"),
+        ({"input_tokens": -1}, "'usage.input_tokens' must be a non-negative integer"),
+        ({"input_tokens": 1.5}, "'usage.input_tokens' must be a non-negative integer"),
+        ({"output_tokens": True}, "'usage.output_tokens' must be a non-negative integer"),
+        ({"output_tokens": "3"}, "'usage.output_tokens' must be a non-negative integer"),
+        ({"output_tokens": 2**60}, "'usage.output_tokens' must be a non-negative integer"),
+        ({"prompt_tokens_details": 3}, "'usage.prompt_tokens_details' must be an object"),
+        ({"input_tokens": 5, "cached_input_tokens": 6}, "6 cached input tokens inside 5"),
+        (
+            {"cache_creation_input_tokens": 5, "cache_creation": {"ephemeral_1h_input_tokens": 6}},
+            "6 one-hour cache writes among 5",
+        ),
+    ],
+)
+def test_bad_usage_is_a_clear_error(given, message):
+    with pytest.raises(InvalidContent, match=message):
+        read_usage(given)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "input_tokens",
+                    "prompt_tokens",
+                    "output_tokens",
+                    "completion_tokens",
+                    "cache_read_input_tokens",
+                    "cached_input_tokens",
+                    "cached_tokens",
+                    "prompt_tokens_details",
+                    "input_tokens_details",
+                    "cache_creation",
+                    "ephemeral_1h_input_tokens",
+                    "cache_creation_input_tokens",
+                    "reasoning_tokens",
+                    "other",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(_json)
+@settings(max_examples=300, deadline=None)
+def test_any_usage_reads_or_is_refused_clearly(given):
+    try:
+        result = read_usage(given)
+    except InvalidContent:
+        return
+    assert result is None or all(value >= 0 for value in result.as_dict().values())
+
+
+# ----------------------------------------------------------------------------- prices
+
+
+def test_cost_is_exact_to_the_last_digit():
+    prices = usage.DEFAULT_PRICES["claude-sonnet-4-5"]
+    tokens = Usage(
+        input_tokens=1_234_567,
+        output_tokens=98_765,
+        cache_read_tokens=3_000_001,
+        cache_write_tokens=40_000,
+        cache_write_1h_tokens=10_000,
+    )
+    expected = (
+        Decimal(1_234_567) * 3
+        + Decimal(98_765) * 15
+        + Decimal(3_000_001) * Decimal("0.30")
+        + Decimal(30_000) * Decimal("3.75")
+        + Decimal(10_000) * 6
+    ) / 1_000_000
+    assert usage.cost_of(tokens, prices) == expected == Decimal("6.2576763")
+    assert usage.decimal_text(expected) == "6.2576763"
+
+
+def test_snapshot_names_are_priced_as_their_base_model():
+    table = usage.price_table()
+    assert usage.price_for("claude-sonnet-4-5-20250929", table) is table["claude-sonnet-4-5"]
+    assert usage.price_for("gpt-4o-2024-08-06", table) is table["gpt-4o"]
+    assert usage.price_for("gpt-5-pro", table) is None  # never a guess by prefix
+    assert usage.price_for("gpt-5.3-codex", table) is None
+
+
+def test_prices_setting_overrides_adds_and_removes():
+    table = usage.price_table(
+        {
+            "gpt-4o": None,
+            "house-model": {"input": 2, "output": "8.5", "cache_read": "0", "cache_write": "1"},
+            "broken": {"input": 1.5},
+        }
+    )
+    assert "gpt-4o" not in table and "broken" not in table
+    assert table["house-model"] == {
+        "input": Decimal(2),
+        "output": Decimal("8.5"),
+        "cache_read": Decimal(0),
+        "cache_write": Decimal(1),
+        "cache_write_1h": Decimal(1),
+    }
+    assert table["claude-haiku-4-5"] == usage.DEFAULT_PRICES["claude-haiku-4-5"]
+
+
+def test_cost_is_null_when_a_model_has_no_price():
+    table = usage.price_table()
+    by_model = {"gpt-5": Usage(output_tokens=10).as_dict(), "": Usage(1).as_dict()}
+    assert usage.cost(by_model, table) is None
+    assert usage.usage_body({}, table)["cost"] == "0"
+
+
+@pytest.mark.parametrize(
+    "prices",
+    [
+        [],
+        {"": {"input": "1", "output": "1", "cache_read": "1", "cache_write": "1"}},
+        {"m": {"input": "1"}},
+        {"m": {"input": 0.3, "output": "1", "cache_read": "1", "cache_write": "1"}},
+        {"m": {"input": "-1", "output": "1", "cache_read": "1", "cache_write": "1"}},
+        {"m": {"input": "x", "output": "1", "cache_read": "1", "cache_write": "1"}},
+        {"m": {"input": "1", "output": "1", "cache_read": "1", "cache_write": "1", "tip": "1"}},
+    ],
+)
+def test_bad_prices_fail_the_system_check(settings, prices):
+    settings.MURMUR_CONVERSATIONS = {"PRICES": prices}
+    assert "murmur_conversations.E011" in [m.id for m in checks.check_settings()]
+
+
+def test_good_prices_pass_the_system_check(settings):
+    settings.MURMUR_CONVERSATIONS = {
+        "PRICES": {
+            "gpt-4o": None,
+            "m": {"input": 1, "output": "2.5", "cache_read": Decimal("0.1"), "cache_write": "0"},
+        }
+    }
+    assert checks.check_settings() == []
+
+
+# ----------------------------------------------------------------------------- the write path
+
+ANTHROPIC = {
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [{"type": "text", "text": "Looked at it."}],
+    "usage": {
+        "input_tokens": 6,
+        "cache_creation_input_tokens": 1317,
+        "cache_read_input_tokens": 21572,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1317, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 26,
+    },
+}
+OPENAI = {
+    "role": "assistant",
+    "model": "gpt-4o-mini",
+    "content": "Done.",
+    "usage": {
+        "prompt_tokens": 500,
+        "completion_tokens": 40,
+        "prompt_tokens_details": {"cached_tokens": 128},
+    },
+}
+
+
+def assert_usage_matches_rows(conversation: Conversation) -> None:
+    """The conversation's usage counters equal the sums of its usage rows, in total and by
+    model (docs/usage.md: kept by the write path, never summed on read)."""
+    conversation.refresh_from_db()
+    rows = MessageUsage.objects.filter(conversation=conversation)
+    sums = rows.aggregate(**{name: Sum(name) for name in usage.COUNTERS})
+    for name in usage.COUNTERS:
+        assert getattr(conversation, name) == (sums[name] or 0), name
+    by_model: usage.ByModel = {}
+    for row in rows:
+        by_model = usage.add_by_model(
+            by_model, row.model, Usage(*(getattr(row, name) for name in usage.COUNTERS))
+        )
+    assert conversation.usage_by_model == by_model
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["as it comes", "general path"])
+def test_usage_given_through_save_message_sums_per_conversation(conversation, monkeypatch, path):
+    if path == "general path":
+        monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    services.save_message(conversation=conversation, message=ANTHROPIC)
+    services.save_messages(
+        conversation=conversation,
+        messages=[
+            {"role": "user", "content": "and now?"},
+            OPENAI,
+            {**OPENAI, "usage": {"prompt_tokens": 10, "completion_tokens": 1}},
+            {"role": "user", "content": "fine", "usage": {"input_tokens": 999}},  # not counted
+            {"role": "assistant", "content": "no usage here"},
+        ],
+    )
+    assert conversation.input_tokens == 6 + 372 + 10  # the caller's instance is refreshed
+    conversation.refresh_from_db()
+    assert (conversation.output_tokens, conversation.cache_read_tokens) == (26 + 41, 21572 + 128)
+    assert conversation.cache_write_tokens == 1317
+    assert conversation.usage_by_model == {
+        "claude-sonnet-4-5-20250929": Usage(6, 26, 21572, 1317).as_dict(),
+        "gpt-4o-mini": Usage(382, 41, 128).as_dict(),
+    }
+    assert MessageUsage.objects.filter(conversation=conversation).count() == 3
+    assert_usage_matches_rows(conversation)
+    assert_counters_match_rows(conversation)
+    # The record keeps each message as given: usage stays in extra as the provider wrote it.
+    first = Message.objects.get(conversation=conversation, position=1)
+    assert first.extra == {"model": ANTHROPIC["model"], "usage": ANTHROPIC["usage"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fast_and_general_paths_count_the_same(make_conversation, monkeypatch):
+    fast, general = make_conversation(), make_conversation()
+    batch = [ANTHROPIC, OPENAI, {**OPENAI, "model": ""}, {"role": "user", "content": "x"}]
+
+    def write(conversation):
+        services.save_messages(conversation=conversation, messages=batch)
+        services.save_message(conversation=conversation, message=OPENAI)
+
+    write(fast)
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    write(general)
+    fast.refresh_from_db()
+    general.refresh_from_db()
+    for name in (*usage.COUNTERS, "usage_by_model"):
+        assert getattr(fast, name) == getattr(general, name), name
+    assert fast.usage_by_model[""] == Usage(372, 40, 128).as_dict()
+    for conversation in (fast, general):
+        assert_usage_matches_rows(conversation)
+
+
+@pytest.mark.django_db
+def test_a_known_message_id_is_not_counted_twice(conversation):
+    message = {**OPENAI, "id": "resp_1"}
+    services.save_message(conversation=conversation, message=message)
+    services.save_message(conversation=conversation, message=message)
+    services.save_messages(conversation=conversation, messages=[message, message])
+    conversation.refresh_from_db()
+    assert conversation.input_tokens == 372
+    assert_usage_matches_rows(conversation)
+
+
+@pytest.mark.django_db
+def test_bad_usage_writes_nothing(conversation):
+    with pytest.raises(InvalidContent, match=r"message 1: message 'usage\.output_tokens'"):
+        services.save_messages(
+            conversation=conversation,
+            messages=[OPENAI, {**OPENAI, "usage": {"output_tokens": -3}}],
+        )
+    with pytest.raises(InvalidContent, match="'model' must be a string"):
+        services.save_message(conversation=conversation, message={**OPENAI, "model": 4})
+    conversation.refresh_from_db()
+    assert conversation.record_length == 0 and conversation.input_tokens == 0
+
+
+@pytest.mark.django_db
+def test_usage_rows_go_with_their_conversation(conversation):
+    services.save_message(conversation=conversation, message=OPENAI)
+    services.delete_conversation(conversation=conversation)
+    assert not MessageUsage.objects.exists()
+
+
+# ----------------------------------------------------------------------------- real logs
+
+
+def _claude_lines(path):
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def test_claude_code_totals_count_each_message_id_once(corpus, make_conversation, db):
+    """What an importer does with a Claude Code session: one assistant message per
+    ``message.id`` (its last line, whose usage is final), ``usage`` and ``model`` as given. The
+    conversation's totals equal the sum over distinct ids of the main thread."""
+    path = corpus / "claude_code_session" / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    last: dict[str, dict] = {}
+    for line in _claude_lines(path):
+        message = line.get("message")
+        if line.get("type") == "assistant" and not line.get("isSidechain") and message:
+            last[message["id"]] = message
+    assert len(last) >= 3
+    conversation = make_conversation()
+    services.save_messages(
+        conversation=conversation,
+        messages=[
+            {
+                "id": mid,
+                "role": "assistant",
+                "content": "…",
+                "model": m["model"],
+                "usage": m["usage"],
+            }
+            for mid, m in last.items()
+        ],
+    )
+    conversation.refresh_from_db()
+    expected = Usage()
+    for message in last.values():
+        raw = message["usage"]
+        expected = expected + Usage(
+            raw["input_tokens"],
+            raw["output_tokens"],
+            raw.get("cache_read_input_tokens", 0),
+            raw.get("cache_creation_input_tokens", 0),
+            raw.get("cache_creation", {}).get("ephemeral_1h_input_tokens", 0),
+        )
+    assert Usage(*(getattr(conversation, n) for n in usage.COUNTERS)) == expected
+    assert_usage_matches_rows(conversation)
+
+
+def test_codex_totals_are_the_last_token_count_minus_cached_input(corpus, make_conversation, db):
+    """What an importer does with a Codex rollout: the last cumulative ``token_count`` as the
+    usage of the run (summing the events would count every turn again)."""
+    path = next((corpus / "codex_rollout").glob("rollout-2026-02-23T12-41-04-*.jsonl"))
+    counts = [
+        line["payload"]["info"]["total_token_usage"]
+        for line in map(json.loads, path.read_text("utf-8").splitlines())
+        if line.get("type") == "event_msg"
+        and line["payload"].get("type") == "token_count"
+        and line["payload"].get("info")
+    ]
+    assert len(counts) >= 2
+    final = counts[-1]
+    conversation = make_conversation()
+    services.save_message(
+        conversation=conversation,
+        message={"role": "assistant", "content": "…", "model": "gpt-5-codex", "usage": final},
+    )
+    conversation.refresh_from_db()
+    assert conversation.input_tokens == final["input_tokens"] - final["cached_input_tokens"]
+    assert conversation.cache_read_tokens == final["cached_input_tokens"]
+    assert conversation.output_tokens == final["output_tokens"]
+    assert conversation.reasoning_tokens == final["reasoning_output_tokens"]
+
+
+# ----------------------------------------------------------------------------- the API
+
+
+@pytest.fixture
+def owner(make_user):
+    return make_user()
+
+
+@pytest.fixture
+def client(owner):
+    return token_client(owner)
+
+
+def test_summary_rows_carry_usage_and_cost(client, owner, make_conversation, settings):
+    settings.MURMUR_CONVERSATIONS = {
+        "PRICES": {"house": {"input": "2", "output": "10", "cache_read": "0.5", "cache_write": "0"}}
+    }
+    conversation = make_conversation(owner=owner, title="priced")
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "assistant",
+            "model": "house",
+            "content": "x",
+            "usage": {"input_tokens": 1_000_000, "output_tokens": 3333, "cache_read_tokens": 7},
+        },
+    )
+    row = client.get(f"{API}conversations/").json()["results"][0]
+    assert row["usage"] == {
+        "input_tokens": 1_000_000,
+        "output_tokens": 3333,
+        "cache_read_tokens": 7,
+        "cache_write_tokens": 0,
+        "cache_write_1h_tokens": 0,
+        "reasoning_tokens": 0,
+        "models": ["house"],
+        "cost": "2.0333335",  # 2 + 3333 * 10 / 1e6 + 7 * 0.5 / 1e6, to the last digit
+    }
+    assert client.get(f"{API}conversations/{conversation.pk}/").json()["usage"] == row["usage"]
+    services.save_message(conversation=conversation, message={**OPENAI, "model": "unpriced"})
+    row = client.get(f"{API}conversations/").json()["results"][0]
+    assert row["usage"]["models"] == ["house", "unpriced"] and row["usage"]["cost"] is None
+
+
+def _spend(conversation, model, tokens, when):
+    """An assistant message with usage, its usage row dated ``when``."""
+    services.save_message(
+        conversation=conversation,
+        message={"role": "assistant", "model": model, "content": "x", "usage": tokens},
+    )
+    row = MessageUsage.objects.filter(conversation=conversation).latest("id")
+    MessageUsage.objects.filter(pk=row.pk).update(created_at=when)
+
+
+def test_usage_by_day_model_and_conversation(client, owner, make_user, make_conversation):
+    first = make_conversation(owner=owner, title="first")
+    second = make_conversation(owner=owner, title="second")
+    foreign = make_conversation(owner=make_user(), title="foreign")
+    day1 = datetime(2025, 5, 1, 23, 59, tzinfo=UTC)
+    day2 = day1 + timedelta(minutes=2)  # 2025-05-02, in UTC
+    _spend(first, "gpt-4o", {"input_tokens": 1_000_000, "output_tokens": 0}, day1)
+    _spend(first, "gpt-4o", {"input_tokens": 0, "output_tokens": 100_000}, day2)
+    _spend(second, "claude-haiku-4-5", {"input_tokens": 10, "output_tokens": 20}, day2)
+    _spend(foreign, "gpt-4o", {"input_tokens": 5_000_000, "output_tokens": 5}, day2)
+
+    days = client.get(f"{API}usage/").json()
+    assert [(r["day"], r["usage"]["cost"]) for r in days["results"]] == [
+        ("2025-05-01", "2.5"),
+        ("2025-05-02", "1.00011"),  # 100k gpt-4o output ($1) + haiku 10 in, 20 out
+    ]
+    assert days["usage"]["input_tokens"] == 1_000_010  # never the foreign conversation's
+    assert days["usage"]["models"] == ["claude-haiku-4-5", "gpt-4o"]
+    assert days["total"] == 2 and days["next_cursor"] is None
+
+    models = client.get(f"{API}usage/", {"group_by": "model", "from": "2025-05-02"}).json()
+    assert [(r["model"], r["usage"]["output_tokens"]) for r in models["results"]] == [
+        ("claude-haiku-4-5", 20),
+        ("gpt-4o", 100_000),
+    ]
+    assert models["from"] == "2025-05-02" and models["to"] is None
+
+    page = client.get(f"{API}usage/", {"group_by": "conversation", "limit": 1}).json()
+    assert [r["title"] for r in page["results"]] == ["second"]
+    assert page["total"] == 2
+    rest = client.get(
+        f"{API}usage/", {"group_by": "conversation", "limit": 1, "cursor": page["next_cursor"]}
+    ).json()
+    assert [(r["title"], r["usage"]["cost"]) for r in rest["results"]] == [("first", "3.5")]
+    assert rest["next_cursor"] is None
+    only_day1 = client.get(f"{API}usage/", {"group_by": "conversation", "to": "2025-05-01"}).json()
+    assert [(r["title"], r["usage"]["input_tokens"]) for r in only_day1["results"]] == [
+        ("first", 1_000_000)
+    ]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"group_by": "week"},
+        {"from": "2025-13-01"},
+        {"from": "yesterday"},
+        {"to": "2025-5-1"},
+        {"from": "2025-05-02", "to": "2025-05-01"},
+        {"from": "2025-05-01\x00"},
+    ],
+)
+def test_bad_usage_parameters_are_400(client, params):
+    response = client.get(f"{API}usage/", params)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_filter"
+
+
+def test_usage_cursor_is_bound_to_caller_and_period(client, owner, make_user, make_conversation):
+    for title in ("a", "b"):
+        _spend(
+            make_conversation(owner=owner, title=title),
+            "m",
+            {"input_tokens": 1},
+            datetime(2025, 1, 1, tzinfo=UTC),
+        )
+    cursor = client.get(f"{API}usage/", {"group_by": "conversation", "limit": 1}).json()[
+        "next_cursor"
+    ]
+    other = token_client(make_user())
+    for who, params in (
+        (other, {}),
+        (client, {"from": "2024-01-01"}),
+    ):
+        response = who.get(f"{API}usage/", {"group_by": "conversation", "cursor": cursor, **params})
+        assert response.status_code == 400 and response.json()["code"] == "invalid_cursor"
+
+
+def test_usage_needs_a_signed_in_user(make_conversation):
+    from rest_framework.test import APIClient
+
+    assert APIClient().get(f"{API}usage/").status_code == 401
+
+
+@given(st.text(max_size=40), st.text(max_size=12))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_usage_parameters_never_answer_500(client, value, name):
+    response = client.get(
+        f"{API}usage/",
+        {"group_by": value, "from": value, "to": value, "cursor": value, name: value},
+    )
+    assert response.status_code in (200, 400)
