@@ -6,19 +6,24 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.db.models import Sum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
+from rest_framework.test import APIClient
 
 from murmur_conversations import checks, services, usage
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, Message, MessageUsage
 from murmur_conversations.services import fastpath
 from murmur_conversations.usage import Usage, read_usage
-from tests.api_helpers import API, token_client
-from tests.helpers import assert_counters_match_rows
+from tests.api_helpers import API, Params, token_client
+from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
+from tests.import_helpers import JSON
 
 pytestmark = pytest.mark.django_db
 
@@ -91,14 +96,14 @@ SPELLINGS = [
 
 
 @pytest.mark.parametrize(("given", "expected"), SPELLINGS)
-def test_every_spelling_reads_as_uncached_input(given, expected):
+def test_every_spelling_reads_as_uncached_input(given: dict[str, JSON], expected: Usage) -> None:
     assert read_usage(given) == expected
 
 
 @pytest.mark.parametrize(
     "given", [{}, {"total_tokens": 7772, "tool_uses": 1, "duration_ms": 1593}, {"x": "y"}]
 )
-def test_usage_without_a_token_count_counts_nothing(given):
+def test_usage_without_a_token_count_counts_nothing(given: dict[str, JSON]) -> None:
     assert read_usage(given) is None
 
 
@@ -120,7 +125,7 @@ def test_usage_without_a_token_count_counts_nothing(given):
         ),
     ],
 )
-def test_bad_usage_is_a_clear_error(given, message):
+def test_bad_usage_is_a_clear_error(given: JSON, message: str) -> None:
     with pytest.raises(InvalidContent, match=message):
         read_usage(given)
 
@@ -158,7 +163,7 @@ _json = st.recursive(
 
 @given(_json)
 @settings(max_examples=300, deadline=None)
-def test_any_usage_reads_or_is_refused_clearly(given):
+def test_any_usage_reads_or_is_refused_clearly(given: JSON) -> None:
     try:
         result = read_usage(given)
     except InvalidContent:
@@ -169,7 +174,7 @@ def test_any_usage_reads_or_is_refused_clearly(given):
 # ----------------------------------------------------------------------------- prices
 
 
-def test_cost_is_exact_to_the_last_digit():
+def test_cost_is_exact_to_the_last_digit() -> None:
     prices = usage.DEFAULT_PRICES["claude-sonnet-4-5"]
     tokens = Usage(
         input_tokens=1_234_567,
@@ -189,7 +194,7 @@ def test_cost_is_exact_to_the_last_digit():
     assert usage.decimal_text(expected) == "6.2576763"
 
 
-def test_snapshot_names_are_priced_as_their_base_model():
+def test_snapshot_names_are_priced_as_their_base_model() -> None:
     table = usage.price_table()
     assert usage.price_for("claude-sonnet-4-5-20250929", table) is table["claude-sonnet-4-5"]
     assert usage.price_for("gpt-4o-2024-08-06", table) is table["gpt-4o"]
@@ -197,7 +202,7 @@ def test_snapshot_names_are_priced_as_their_base_model():
     assert usage.price_for("gpt-5.3-codex", table) is None
 
 
-def test_prices_setting_overrides_adds_and_removes():
+def test_prices_setting_overrides_adds_and_removes() -> None:
     table = usage.price_table(
         {
             "gpt-4o": None,
@@ -216,7 +221,7 @@ def test_prices_setting_overrides_adds_and_removes():
     assert table["claude-haiku-4-5"] == usage.DEFAULT_PRICES["claude-haiku-4-5"]
 
 
-def test_cost_is_null_when_a_model_has_no_price():
+def test_cost_is_null_when_a_model_has_no_price() -> None:
     table = usage.price_table()
     by_model = {"gpt-5": Usage(output_tokens=10).as_dict(), "": Usage(1).as_dict()}
     assert usage.cost(by_model, table) is None
@@ -235,12 +240,12 @@ def test_cost_is_null_when_a_model_has_no_price():
         {"m": {"input": "1", "output": "1", "cache_read": "1", "cache_write": "1", "tip": "1"}},
     ],
 )
-def test_bad_prices_fail_the_system_check(settings, prices):
+def test_bad_prices_fail_the_system_check(settings: Settings, prices: JSON) -> None:
     settings.MURMUR_CONVERSATIONS = {"PRICES": prices}
     assert "murmur_conversations.E011" in [m.id for m in checks.check_settings()]
 
 
-def test_good_prices_pass_the_system_check(settings):
+def test_good_prices_pass_the_system_check(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {
         "PRICES": {
             "gpt-4o": None,
@@ -252,7 +257,7 @@ def test_good_prices_pass_the_system_check(settings):
 
 # ----------------------------------------------------------------------------- the write path
 
-ANTHROPIC = {
+ANTHROPIC: dict[str, JSON] = {
     "role": "assistant",
     "model": "claude-sonnet-4-5-20250929",
     "content": [{"type": "text", "text": "Looked at it."}],
@@ -264,7 +269,7 @@ ANTHROPIC = {
         "output_tokens": 26,
     },
 }
-OPENAI = {
+OPENAI: dict[str, JSON] = {
     "role": "assistant",
     "model": "gpt-4o-mini",
     "content": "Done.",
@@ -294,7 +299,9 @@ def assert_usage_matches_rows(conversation: Conversation) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("path", ["as it comes", "general path"])
-def test_usage_given_through_save_message_sums_per_conversation(conversation, monkeypatch, path):
+def test_usage_given_through_save_message_sums_per_conversation(
+    conversation: Conversation, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
     if path == "general path":
         monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
     services.save_message(conversation=conversation, message=ANTHROPIC)
@@ -325,11 +332,13 @@ def test_usage_given_through_save_message_sums_per_conversation(conversation, mo
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fast_and_general_paths_count_the_same(make_conversation, monkeypatch):
+def test_fast_and_general_paths_count_the_same(
+    make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fast, general = make_conversation(), make_conversation()
     batch = [ANTHROPIC, OPENAI, {**OPENAI, "model": ""}, {"role": "user", "content": "x"}]
 
-    def write(conversation):
+    def write(conversation: Conversation) -> None:
         services.save_messages(conversation=conversation, messages=batch)
         services.save_message(conversation=conversation, message=OPENAI)
 
@@ -346,7 +355,7 @@ def test_fast_and_general_paths_count_the_same(make_conversation, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_known_message_id_is_not_counted_twice(conversation):
+def test_a_known_message_id_is_not_counted_twice(conversation: Conversation) -> None:
     message = {**OPENAI, "id": "resp_1"}
     services.save_message(conversation=conversation, message=message)
     services.save_message(conversation=conversation, message=message)
@@ -357,7 +366,7 @@ def test_a_known_message_id_is_not_counted_twice(conversation):
 
 
 @pytest.mark.django_db
-def test_bad_usage_writes_nothing(conversation):
+def test_bad_usage_writes_nothing(conversation: Conversation) -> None:
     with pytest.raises(InvalidContent, match=r"message 1: message 'usage\.output_tokens'"):
         services.save_messages(
             conversation=conversation,
@@ -370,7 +379,7 @@ def test_bad_usage_writes_nothing(conversation):
 
 
 @pytest.mark.django_db
-def test_usage_rows_go_with_their_conversation(conversation):
+def test_usage_rows_go_with_their_conversation(conversation: Conversation) -> None:
     services.save_message(conversation=conversation, message=OPENAI)
     services.delete_conversation(conversation=conversation)
     assert not MessageUsage.objects.exists()
@@ -379,16 +388,18 @@ def test_usage_rows_go_with_their_conversation(conversation):
 # ----------------------------------------------------------------------------- real logs
 
 
-def _claude_lines(path):
+def _claude_lines(path: Path) -> list[JSON]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def test_claude_code_totals_count_each_message_id_once(corpus, make_conversation, db):
+def test_claude_code_totals_count_each_message_id_once(
+    corpus: Path, make_conversation: MakeConversation, db: None
+) -> None:
     """What an importer does with a Claude Code session: one assistant message per
     ``message.id`` (its last line, whose usage is final), ``usage`` and ``model`` as given. The
     conversation's totals equal the sum over distinct ids of the main thread."""
     path = corpus / "claude_code_session" / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
-    last: dict[str, dict] = {}
+    last: dict[str, dict[str, JSON]] = {}
     for line in _claude_lines(path):
         message = line.get("message")
         if line.get("type") == "assistant" and not line.get("isSidechain") and message:
@@ -423,7 +434,9 @@ def test_claude_code_totals_count_each_message_id_once(corpus, make_conversation
     assert_usage_matches_rows(conversation)
 
 
-def test_codex_totals_are_the_last_token_count_minus_cached_input(corpus, make_conversation, db):
+def test_codex_totals_are_the_last_token_count_minus_cached_input(
+    corpus: Path, make_conversation: MakeConversation, db: None
+) -> None:
     """What an importer does with a Codex rollout: the last cumulative ``token_count`` as the
     usage of the run (summing the events would count every turn again)."""
     path = next((corpus / "codex_rollout").glob("rollout-2026-02-23T12-41-04-*.jsonl"))
@@ -452,16 +465,18 @@ def test_codex_totals_are_the_last_token_count_minus_cached_input(corpus, make_c
 
 
 @pytest.fixture
-def owner(make_user):
+def owner(make_user: MakeUser) -> User:
     return make_user()
 
 
 @pytest.fixture
-def client(owner):
+def client(owner: User) -> APIClient:
     return token_client(owner)
 
 
-def test_summary_rows_carry_usage_and_cost(client, owner, make_conversation, settings):
+def test_summary_rows_carry_usage_and_cost(
+    client: APIClient, owner: User, make_conversation: MakeConversation, settings: Settings
+) -> None:
     settings.MURMUR_CONVERSATIONS = {
         "PRICES": {"house": {"input": "2", "output": "10", "cache_read": "0.5", "cache_write": "0"}}
     }
@@ -492,7 +507,7 @@ def test_summary_rows_carry_usage_and_cost(client, owner, make_conversation, set
     assert row["usage"]["models"] == ["house", "unpriced"] and row["usage"]["cost"] is None
 
 
-def _spend(conversation, model, tokens, when):
+def _spend(conversation: Conversation, model: str, tokens: dict[str, int], when: datetime) -> None:
     """An assistant message with usage, its usage row dated ``when``."""
     services.save_message(
         conversation=conversation,
@@ -502,7 +517,9 @@ def _spend(conversation, model, tokens, when):
     MessageUsage.objects.filter(pk=row.pk).update(created_at=when)
 
 
-def test_usage_by_day_model_and_conversation(client, owner, make_user, make_conversation):
+def test_usage_by_day_model_and_conversation(
+    client: APIClient, owner: User, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     first = make_conversation(owner=owner, title="first")
     second = make_conversation(owner=owner, title="second")
     foreign = make_conversation(owner=make_user(), title="foreign")
@@ -529,12 +546,11 @@ def test_usage_by_day_model_and_conversation(client, owner, make_user, make_conv
     ]
     assert models["from"] == "2025-05-02" and models["to"] is None
 
-    page = client.get(f"{API}usage/", {"group_by": "conversation", "limit": 1}).json()
+    by_conversation: Params = {"group_by": "conversation", "limit": 1}
+    page = client.get(f"{API}usage/", by_conversation).json()
     assert [r["title"] for r in page["results"]] == ["second"]
     assert page["total"] == 2
-    rest = client.get(
-        f"{API}usage/", {"group_by": "conversation", "limit": 1, "cursor": page["next_cursor"]}
-    ).json()
+    rest = client.get(f"{API}usage/", {**by_conversation, "cursor": page["next_cursor"]}).json()
     assert [(r["title"], r["usage"]["cost"]) for r in rest["results"]] == [("first", "3.5")]
     assert rest["next_cursor"] is None
     only_day1 = client.get(f"{API}usage/", {"group_by": "conversation", "to": "2025-05-01"}).json()
@@ -554,13 +570,15 @@ def test_usage_by_day_model_and_conversation(client, owner, make_user, make_conv
         {"from": "2025-05-01\x00"},
     ],
 )
-def test_bad_usage_parameters_are_400(client, params):
+def test_bad_usage_parameters_are_400(client: APIClient, params: Params) -> None:
     response = client.get(f"{API}usage/", params)
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_filter"
 
 
-def test_usage_cursor_is_bound_to_caller_and_period(client, owner, make_user, make_conversation):
+def test_usage_cursor_is_bound_to_caller_and_period(
+    client: APIClient, owner: User, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     for title in ("a", "b"):
         _spend(
             make_conversation(owner=owner, title=title),
@@ -568,9 +586,8 @@ def test_usage_cursor_is_bound_to_caller_and_period(client, owner, make_user, ma
             {"input_tokens": 1},
             datetime(2025, 1, 1, tzinfo=UTC),
         )
-    cursor = client.get(f"{API}usage/", {"group_by": "conversation", "limit": 1}).json()[
-        "next_cursor"
-    ]
+    first: Params = {"group_by": "conversation", "limit": 1}
+    cursor = client.get(f"{API}usage/", first).json()["next_cursor"]
     other = token_client(make_user())
     for who, params in (
         (other, {}),
@@ -580,7 +597,7 @@ def test_usage_cursor_is_bound_to_caller_and_period(client, owner, make_user, ma
         assert response.status_code == 400 and response.json()["code"] == "invalid_cursor"
 
 
-def test_usage_needs_a_signed_in_user(make_conversation):
+def test_usage_needs_a_signed_in_user(make_conversation: MakeConversation) -> None:
     from rest_framework.test import APIClient
 
     assert APIClient().get(f"{API}usage/").status_code == 401
@@ -590,7 +607,7 @@ def test_usage_needs_a_signed_in_user(make_conversation):
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-def test_usage_parameters_never_answer_500(client, value, name):
+def test_usage_parameters_never_answer_500(client: APIClient, value: str, name: str) -> None:
     response = client.get(
         f"{API}usage/",
         {"group_by": value, "from": value, "to": value, "cursor": value, name: value},
