@@ -74,8 +74,10 @@ async def test_the_parent_hears_a_child_created_running_and_stepping(
             "parent_call_id": "toolu_task",
             "child_count": 0,
             "steps": 0,
+            "usage": created["child"]["usage"],
         },
     }
+    assert created["child"]["usage"]["cost"] == "0"
     own = await connect(path_of(child), user)
     assert (await own.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
     await set_status(conversation=child, status="running")
