@@ -8,12 +8,14 @@ from __future__ import annotations
 __all__ = [
     "ConversationNotFound",
     "ConversationsError",
+    "DisplayMessageNotFound",
     "InvalidContent",
     "InvalidPendingAsk",
     "InvalidStatus",
     "InvalidToolTransition",
     "NoPendingAsk",
     "OwnershipConflict",
+    "ShareNotFound",
     "ToolCallNotFound",
     "WriteConflict",
 ]
@@ -29,6 +31,14 @@ class ConversationNotFound(ConversationsError, LookupError):
 
 class ToolCallNotFound(ConversationsError, LookupError):
     """The conversation has no tool call (or no interrupted result row) with the given call id."""
+
+
+class DisplayMessageNotFound(ConversationsError, LookupError):
+    """The conversation has no display row with the given id (feedback, docs/api.md)."""
+
+
+class ShareNotFound(ConversationsError, LookupError):
+    """No share link has the given id in that conversation (revocation, docs/api.md)."""
 
 
 class InvalidToolTransition(ConversationsError, ValueError):

@@ -1,4 +1,5 @@
-"""Conversations: start (write-once owner), update title and metadata, status and pending ask, streamed text."""
+"""Conversations: start (write-once owner), update title, metadata and organising fields, status and
+pending ask, streamed text."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
 )
+from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
     ConversationRef,
     conversation_pk,
@@ -126,21 +128,46 @@ def start_conversation(
 
 
 def update_conversation(
-    *, conversation: ConversationRef, title: Any = UNSET, metadata: Any = UNSET
+    *,
+    conversation: ConversationRef,
+    title: Any = UNSET,
+    metadata: Any = UNSET,
+    pinned: Any = UNSET,
+    archived: Any = UNSET,
+    tags: Any = UNSET,
 ) -> Conversation:
-    """Replace ``title`` (a string of at most 255 characters) and/or ``metadata`` (a JSON object of
-    at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
-    ``saved_at`` and sends ``conversation_updated``; no change, no event."""
+    """Replace ``title`` (a string of at most 255 characters), ``metadata`` (a JSON object of at
+    most ``MAX_METADATA_BYTES``), ``pinned`` and ``archived`` (booleans) and/or ``tags`` (a list of
+    at most ``MAX_TAGS`` strings, each trimmed, lower-cased, 1 to ``MAX_TAG_CHARS`` characters;
+    duplicates dropped, order kept); ``InvalidContent`` otherwise, before anything is written.
+    Fields left ``UNSET`` keep their value. A change takes one event_seq, sets ``saved_at`` and
+    sends ``conversation_updated`` (then ``conversation_saved``, whose summary carries the new
+    values); no change, no event (docs/write-path.md, docs/api.md "Organising")."""
     if title is not UNSET:
         title = check_short_string(title, what="title")
     if metadata is not UNSET:
         metadata = check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
+    if pinned is not UNSET:
+        pinned = clean_flag(pinned, what="pinned")
+    if archived is not UNSET:
+        archived = clean_flag(archived, what="archived")
+    if tags is not UNSET:
+        tags = clean_tags(tags)
     with writing(conversation) as write:
         locked = write.conversation
-        for name, value in (("title", title), ("metadata", metadata)):
+        old_tags = list(locked.tags or [])
+        for name, value in (
+            ("title", title),
+            ("metadata", metadata),
+            ("pinned", pinned),
+            ("archived", archived),
+            ("tags", tags),
+        ):
             if value is not UNSET and getattr(locked, name) != value:
                 setattr(locked, name, value)
                 write.extra_fields.add(name)
+        if "tags" in write.extra_fields:
+            save_tag_rows(write, old_tags, list(locked.tags))
         if write.extra_fields:
             write.take_event()
             write.conversation_updated = True

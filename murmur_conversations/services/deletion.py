@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.db import router, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from murmur_conversations import signals
@@ -14,8 +15,12 @@ from murmur_conversations.exceptions import (
 )
 from murmur_conversations.models import (
     Conversation,
+    ConversationTag,
     DisplayMessage,
+    Feedback,
     Message,
+    Share,
+    ShareRow,
     SourceRecord,
     ToolCall,
 )
@@ -39,11 +44,21 @@ def delete_conversation(*, conversation: ConversationRef) -> None:
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
         locked = lock_conversation(pk, using)
-        for model in (DisplayMessage, ToolCall, Message, SourceRecord):
+        leaves: tuple[tuple[type[Model], str], ...] = (
+            (Feedback, "conversation_id"),
+            (ShareRow, "share__conversation_id"),
+            (Share, "conversation_id"),
+            (ConversationTag, "conversation_id"),
+            (DisplayMessage, "conversation_id"),
+            (ToolCall, "conversation_id"),
+            (Message, "conversation_id"),
+            (SourceRecord, "conversation_id"),
+        )
+        for model, lookup in leaves:
             manager = model._default_manager.using(using)
             while True:
-                ids = list(
-                    manager.filter(conversation_id=pk)
+                ids: list[Any] = list(
+                    manager.filter(**{lookup: pk})
                     .order_by()
                     .values_list("pk", flat=True)[:_DELETE_BATCH]
                 )

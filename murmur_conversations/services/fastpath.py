@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, connections, models, transaction
 
 from murmur_conversations import jsonenc
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
@@ -23,7 +23,9 @@ from murmur_conversations.models import Conversation, DisplayMessage, Message, T
 from murmur_conversations.services.writing import announce, database_errors
 
 _CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
-_JSON_FIELDS = {"metadata", "pending_ask"}
+_JSON_FIELDS = {
+    f.attname for f in Conversation._meta.concrete_fields if isinstance(f, models.JSONField)
+}
 _MESSAGE_ARRAYS = ("m_index", "ids", "roles", "contents", "errors", "sources", "extras")
 _DISPLAY_ARRAYS = ("d_index", "d_message", "types", "content_types", "d_contents", "metas")
 
