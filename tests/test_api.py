@@ -166,6 +166,11 @@ def test_summary_and_detail_rows(client, own):
         "status": "paused",
         "format": "flowchart-v1",
         "message_count": 1,
+        "pinned": False,
+        "archived": False,
+        "tags": [],
+        "forked_from_id": None,
+        "forked_at_seq": None,
         "metadata": {},
     }
     listed = client.get(f"{API}conversations/").json()["results"][0]

@@ -27,6 +27,8 @@ def test_defaults_are_documented_values(settings):
     assert app_settings.MAX_METADATA_BYTES == 64 * 1024
     assert app_settings.GROUP_PREFIX == "murmur"
     assert app_settings.DB_TAIL_INTERVAL == 0.25
+    assert app_settings.PRIVATE_TOOLS == []
+    assert app_settings.SHARE_URL is None
     assert set(DEFAULTS) == {
         "PAGE_SIZE",
         "MAX_PAGE_SIZE",
@@ -36,6 +38,8 @@ def test_defaults_are_documented_values(settings):
         "MAX_METADATA_BYTES",
         "GROUP_PREFIX",
         "DB_TAIL_INTERVAL",
+        "PRIVATE_TOOLS",
+        "SHARE_URL",
     }
 
 
@@ -145,7 +149,7 @@ def test_every_check_is_registered_and_every_id_is_documented():
     source = Path(checks.__file__).read_text("utf-8")
     used = set(re.findall(r'"murmur_conversations\.([EW]\d{3})"', source))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
-    assert used == {f"E{n:03d}" for n in range(1, 11)} | {"W001", "W002", "W003"}
+    assert used == {f"E{n:03d}" for n in range(1, 11)} | {"E021", "E022", "W001", "W002", "W003"}
     assert {check_id for check_id in used if check_id not in readme} == set()
 
 

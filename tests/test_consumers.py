@@ -158,6 +158,11 @@ async def test_snapshot_frame(user, conversation):
             "status": "paused",
             "format": "flowchart-v1",
             "message_count": 0,
+            "pinned": False,
+            "archived": False,
+            "tags": [],
+            "forked_from_id": None,
+            "forked_at_seq": None,
         },
         "status": "paused",
         "pending": {"question": "ok?"},
@@ -336,6 +341,7 @@ async def test_display_message_row_matches_the_rest_shape(user, conversation):
         "event_seq",
         "created_at",
         "updated_at",
+        "feedback",
     }
     await communicator.disconnect()
 
