@@ -4,8 +4,8 @@ No Django and no database here, so parsers can be fuzzed. A parser turns ``Sourc
 a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
 ``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
-error), ``Delta`` (streamed text, live only) and ``Problem`` (a refused line, with its number and an
-excerpt).
+error), ``Rated`` (feedback on a display row), ``Delta`` (streamed text, live only) and ``Problem``
+(a refused line, with its number and an excerpt).
 """
 
 from __future__ import annotations
@@ -92,6 +92,21 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Rated:
+    """Feedback on one display row (``services.set_feedback``): the ``part``-th (0-based, by seq)
+    display row of the record message ``message_id``; ``user`` is a username, or None for the
+    conversation's owner (the import's ``--owner``). Setting the same feedback again changes
+    nothing, so re-imports add nothing."""
+
+    message_id: str
+    part: int
+    rating: int
+    comment: str
+    user: str | None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class Delta:
     """Streamed text (``services.broadcast_delta``): ephemeral, sent only by ``--follow``."""
 
@@ -108,7 +123,7 @@ class Problem:
     excerpt: str = ""
 
 
-Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Delta | Problem
+Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Rated | Delta | Problem
 
 
 @dataclass(frozen=True)

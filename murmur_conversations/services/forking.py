@@ -9,10 +9,11 @@ The cut: ``at_seq`` names a display row; its record message (for a notice outsid
 last record message shown at or before it) is the last message kept, at position ``P``. Display rows
 are kept up to the last row of that message (``S``, at least ``at_seq``). ``E``, the cut event, is
 the latest ``created_event_seq`` among them: everything that changed after ``E`` happened after
-the cut. A copied tool call keeps its state if it last changed at or before ``E`` and no result
-for it comes after the cut; any other call is ``interrupted`` with ``interrupt_reason`` ``forked``
-(``awaiting_input`` when the copy ends on the call's interrupt result), without display text,
-result, error or times, and its card says the same. A tool result changed after the cut
+the cut. A copied tool call keeps its state if it last changed at or before ``E``, was not still
+``pending`` or ``executing`` then (nothing runs it in the fork) and no result for it comes after
+the cut; any other call is ``interrupted`` with ``interrupt_reason`` ``forked`` (``awaiting_input``
+when the copy ends on the call's interrupt result), without display text, result, error or times,
+and its card says the same. A tool result changed after the cut
 (``resolve_tool_result``) shows its record message again. Rows and calls the fork changed carry the
 fork's one event, ``E + 1``, which is its ``last_event_seq``; the others keep theirs.
 """
@@ -106,6 +107,8 @@ def _copy(
         "fork_event": fork.last_event_seq,
         "now": db_value(using, DisplayMessage, "updated_at", fork.saved_at),
         "interrupted": ToolStatus.INTERRUPTED,
+        "pending": ToolStatus.PENDING,
+        "executing": ToolStatus.EXECUTING,
         "forked": InterruptReason.FORKED,
         "tool_call": ContentType.TOOL_CALL,
         "tool_result": ContentType.TOOL_RESULT,
@@ -121,8 +124,8 @@ def _copy(
         params=params,
     )
     reset = (
-        "(t.event_seq > %(cut_event)s OR EXISTS (SELECT 1 FROM "
-        f"{display} r WHERE r.tool_call_id = t.id AND r.seq > %(last_seq)s "
+        "(t.event_seq > %(cut_event)s OR t.status IN (%(pending)s, %(executing)s) OR EXISTS "
+        f"(SELECT 1 FROM {display} r WHERE r.tool_call_id = t.id AND r.seq > %(last_seq)s "
         "AND r.content_type = %(tool_result)s))"
     )
     insert_select(
