@@ -169,4 +169,6 @@ def test_schema_matches_the_responses(make_user, make_conversation):
 
         check()
         seen += 1
-    assert seen == 13  # the 11 routes of the app, the answer route and the demo token
+    # the 11 routes of the app, the answer route, the demo token, and feedback (PUT, DELETE),
+    # fork, share links (GET, POST, DELETE) and the shared view
+    assert seen == 20
