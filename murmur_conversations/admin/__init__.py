@@ -9,11 +9,15 @@ from murmur_conversations.admin.rows import (
     SourceRecordAdmin,
     ToolCallAdmin,
 )
+from murmur_conversations.admin.sharing import ConversationTagAdmin, FeedbackAdmin, ShareAdmin
 
 __all__ = [
     "ConversationAdmin",
+    "ConversationTagAdmin",
     "DisplayMessageAdmin",
+    "FeedbackAdmin",
     "MessageAdmin",
+    "ShareAdmin",
     "SourceRecordAdmin",
     "ToolCallAdmin",
 ]

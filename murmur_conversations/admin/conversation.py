@@ -12,11 +12,23 @@ from typing import Any, Final
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
 from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
@@ -24,13 +36,26 @@ from django.utils.text import Truncator
 from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
-from murmur_conversations.admin.filters import ToolStatusFilter
+from murmur_conversations.admin.filters import FeedbackFilter, TagFilter, ToolStatusFilter
 from murmur_conversations.exceptions import ConversationNotFound
 from murmur_conversations.exporters import export_murmur
-from murmur_conversations.models import Conversation, DisplayMessage
+from murmur_conversations.models import Conversation, DisplayMessage, Feedback, Rating
+from murmur_conversations.selectors import feedback_counts
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
+
+
+def _feedback_count(rating: int) -> Coalesce:
+    """The number of ``rating`` feedback rows of the outer conversation."""
+    counted = (
+        Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating)
+        .order_by()
+        .values("conversation")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
 def _search_uuid(term: str) -> uuid.UUID | None:
@@ -67,6 +92,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         "record_length",
         "transcript_count",
         "last_seq",
+        "organised",
+        "feedback_counts",
         "saved_at",
     )
     list_display_links = ("id",)
@@ -74,6 +101,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_filter = (
         "status",
         ToolStatusFilter,
+        FeedbackFilter,
+        "pinned",
+        "archived",
+        TagFilter,
         ("saved_at", admin.DateFieldListFilter),
         ("created_at", admin.DateFieldListFilter),
     )
@@ -81,7 +112,7 @@ class ConversationAdmin(ReadOnlyAdmin):
     link_lookups = frozenset({"owner__id__exact"})
     search_fields = ("=id",)  # shows the search box; get_search_results does the work
     search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
-    raw_id_fields = ("owner",)
+    raw_id_fields = ("owner", "forked_from")
     fieldsets = (
         (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
         (
@@ -97,9 +128,28 @@ class ConversationAdmin(ReadOnlyAdmin):
             },
         ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
+        (
+            "Organising and feedback",
+            {
+                "fields": (
+                    "pinned_text",
+                    "archived_text",
+                    "tag_links",
+                    "forked_from",
+                    "forked_at_seq",
+                    "feedback_total",
+                )
+            },
+        ),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
     )
-    readonly_fields = ("pending_ask_pretty", "metadata_pretty", "rows")
+    readonly_fields = (
+        "pending_ask_pretty",
+        "metadata_pretty",
+        "rows",
+        "tag_links",
+        "feedback_total",
+    )
     actions = ("export_murmur_jsonl", "delete_selected")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
@@ -107,14 +157,17 @@ class ConversationAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).select_related("owner")
 
     def lean_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Without metadata and pending ask, with a ``has_pending`` flag instead."""
+        """Without metadata and pending ask, with a ``has_pending`` flag instead, and the thumbs
+        up and down of each row (subqueries on the ``(conversation, rating)`` index)."""
         lean: QuerySet[Any] = super().lean_queryset(queryset)
         annotated: QuerySet[Any] = lean.annotate(
             has_pending=Case(
                 When(pending_ask__isnull=False, then=Value(True)),
                 default=Value(False),
                 output_field=BooleanField(),
-            )
+            ),
+            thumbs_up=_feedback_count(Rating.UP),
+            thumbs_down=_feedback_count(Rating.DOWN),
         )
         return annotated
 
@@ -160,6 +213,52 @@ class ConversationAdmin(ReadOnlyAdmin):
             has_pending = obj.pending_ask is not None
         return badge("pending", "ask") if has_pending else ""
 
+    @admin.display(description="pinned")
+    def pinned_text(self, obj: Conversation) -> str:
+        """yes or no (as text: the page draws no image)."""
+        return "yes" if obj.pinned else "no"
+
+    @admin.display(description="archived")
+    def archived_text(self, obj: Conversation) -> str:
+        """yes or no (as text: the page draws no image)."""
+        return "yes" if obj.archived else "no"
+
+    @admin.display(description="organised")
+    def organised(self, obj: Conversation) -> str:
+        """Pinned, archived and the tags, in one short column."""
+        marks = [*(["pinned"] if obj.pinned else []), *(["archived"] if obj.archived else [])]
+        marks += [f"#{tag}" for tag in obj.tags or []]
+        return Truncator(" ".join(marks)).chars(60)
+
+    @admin.display(description="feedback")
+    def feedback_counts(self, obj: Conversation) -> str:
+        """Thumbs up and down on the conversation's rows ("+2 / -1"), empty when none."""
+        up, down = getattr(obj, "thumbs_up", 0), getattr(obj, "thumbs_down", 0)
+        return f"+{up} / -{down}" if up or down else ""
+
+    @admin.display(description="feedback")
+    def feedback_total(self, obj: Conversation) -> SafeString:
+        """The counts, linked to the conversation's feedback list."""
+        counts = feedback_counts(obj)
+        query = urlencode({"conversation__id__exact": str(obj.pk)})
+        return format_html(
+            '<a href="{}?{}">+{} / -{}</a>',
+            self.changelist_url("feedback"),
+            query,
+            counts["up"],
+            counts["down"],
+        )
+
+    @admin.display(description="tags")
+    def tag_links(self, obj: Conversation) -> SafeString | str:
+        """Each tag, linked to the conversations with that tag."""
+        if not obj.tags:
+            return "-"
+        url = self.changelist_url("conversation")
+        return format_html_join(
+            " ", '<a href="{}?{}">#{}</a>', ((url, urlencode({"tag": t}), t) for t in obj.tags)
+        )
+
     @admin.display(description="pending ask")
     def pending_ask_pretty(self, obj: Conversation) -> SafeString | str:
         """The pending ask as indented JSON."""
@@ -176,7 +275,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         query = urlencode({"conversation__id__exact": str(obj.pk)})
         return format_html(
             '<a href="{}?{}">record</a> · <a href="{}?{}">display rows</a> · '
-            '<a href="{}?{}">tool calls</a> · <a href="{}?{}">source records</a>',
+            '<a href="{}?{}">tool calls</a> · <a href="{}?{}">source records</a> · '
+            '<a href="{}?{}">share links</a> · <a href="{}?{}">feedback</a>',
             self.changelist_url("message"),
             query,
             self.changelist_url("displaymessage"),
@@ -184,6 +284,10 @@ class ConversationAdmin(ReadOnlyAdmin):
             self.changelist_url("toolcall"),
             query,
             self.changelist_url("sourcerecord"),
+            query,
+            self.changelist_url("share"),
+            query,
+            self.changelist_url("feedback"),
             query,
         )
 
