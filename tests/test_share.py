@@ -57,6 +57,7 @@ def chat(conversation):
 # ----------------------------------------------------------------------------- making links
 
 
+@override_settings(MURMUR_CONVERSATIONS={})
 def test_a_new_link_answers_its_token_once_and_stores_only_a_hash(chat, user):
     link = make_link(user, chat)
     assert set(link) == {
@@ -97,6 +98,12 @@ def test_tokens_are_random(chat, user):
 def test_share_url_setting(chat, user):
     link = make_link(user, chat)
     assert link["url"] == f"https://chat.example/s/{link['token']}"
+
+
+@override_settings(MURMUR_CONVERSATIONS={"SHARE_URL": "/shared/{token}/"})
+def test_a_share_url_path_is_made_absolute(chat, user):
+    link = make_link(user, chat)
+    assert link["url"] == f"http://testserver/shared/{link['token']}/"
 
 
 @pytest.mark.parametrize(

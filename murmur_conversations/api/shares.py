@@ -78,11 +78,12 @@ def share_row(share: Share, now: datetime | None = None) -> dict[str, Any]:
 
 
 def share_url(request: Request, token: str) -> str:
-    """The address of a link: ``SHARE_URL`` with the token, else the absolute address of
-    ``GET shared/<token>/`` where this API is mounted."""
+    """The address of a link: ``SHARE_URL`` with the token (made absolute on this host when it is
+    a path), else the absolute address of ``GET shared/<token>/`` where this API is mounted."""
     template = app_settings.share_url
     if template is not None:
-        return template.replace("{token}", token)
+        address = template.replace("{token}", token)
+        return request.build_absolute_uri(address) if address.startswith("/") else address
     match = getattr(request._request, "resolver_match", None)
     namespace = getattr(match, "namespace", "") or "murmur_conversations"
     try:
