@@ -721,7 +721,9 @@ def test_rate_fork_organise_and_share(server, browser, context, demo_user):
     # Thumbs up on the last assistant text: pressed here and, through the socket, in the other tab.
     answer = page.locator("#cards li.card.assistant.text").last
     answer.get_by_role("button", name="Good answer").click()
-    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
+    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
     row_id = answer.get_attribute("data-id")
     mirrored = other.locator(f'#cards li.card[data-id="{row_id}"]')
     expect(mirrored.get_by_role("button", name="Good answer")).to_have_attribute(
