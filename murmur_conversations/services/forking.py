@@ -123,59 +123,77 @@ def _copy(
         values={"conversation_id": "%(fork)s"},
         params=params,
     )
-    reset = (
-        "(t.event_seq > %(cut_event)s OR t.status IN (%(pending)s, %(executing)s) OR EXISTS "
-        f"(SELECT 1 FROM {display} r WHERE r.tool_call_id = t.id AND r.seq > %(last_seq)s "
-        "AND r.content_type = %(tool_result)s))"
+    # Whether a call goes back to "interrupted (forked)"; its later results come from one
+    # uncorrelated subquery, which both databases evaluate once.
+    later = (
+        f"SELECT r.tool_call_id FROM {display} r WHERE r.{conv} = %(original)s "
+        "AND r.seq > %(last_seq)s AND r.content_type = %(tool_result)s "
+        "AND r.tool_call_id IS NOT NULL"
     )
+
+    def reset(alias: str) -> str:
+        return (
+            f"({alias}.event_seq > %(cut_event)s OR {alias}.status IN (%(pending)s, "
+            f"%(executing)s) OR {alias}.id IN ({later}))"
+        )
+
+    # Every statement is driven by the original's rows through their indexes (a range of seq,
+    # primary keys), and finds the fork's new rows by a lookup on a unique index, so its plan does
+    # not depend on statistics of rows this transaction just wrote.
     insert_select(
         using=using,
         target=ToolCall,
         source_alias="t",
-        from_sql=f"{call} t",
-        where_sql=(
-            f"t.{conv} = %(original)s AND t.id IN (SELECT k.tool_call_id FROM {display} k "
+        from_sql=(
+            f"(SELECT c.*, CASE WHEN {reset('c')} THEN 1 ELSE 0 END AS fork_reset "
+            f"FROM {display} k JOIN {call} c ON c.id = k.tool_call_id "
             f"WHERE k.{conv} = %(original)s AND k.seq <= %(last_seq)s "
-            "AND k.tool_call_id IS NOT NULL)"
+            "AND k.content_type = %(tool_call)s) t"
         ),
+        where_sql="1 = 1",
         values={
             "conversation_id": "%(fork)s",
-            "status": f"CASE WHEN {reset} THEN %(interrupted)s ELSE t.status END",
-            "interrupt_reason": f"CASE WHEN {reset} THEN %(forked)s ELSE t.interrupt_reason END",
-            "display_text": f"CASE WHEN {reset} THEN '' ELSE t.display_text END",
-            "result": f"CASE WHEN {reset} THEN NULL ELSE t.result END",
-            "error": f"CASE WHEN {reset} THEN NULL ELSE t.error END",
-            "started_at": f"CASE WHEN {reset} THEN NULL ELSE t.started_at END",
-            "finished_at": f"CASE WHEN {reset} THEN NULL ELSE t.finished_at END",
-            "event_seq": f"CASE WHEN {reset} THEN %(fork_event)s ELSE t.event_seq END",
+            "status": "CASE WHEN t.fork_reset = 1 THEN %(interrupted)s ELSE t.status END",
+            "interrupt_reason": (
+                "CASE WHEN t.fork_reset = 1 THEN %(forked)s ELSE t.interrupt_reason END"
+            ),
+            "display_text": "CASE WHEN t.fork_reset = 1 THEN '' ELSE t.display_text END",
+            "result": "CASE WHEN t.fork_reset = 1 THEN NULL ELSE t.result END",
+            "error": "CASE WHEN t.fork_reset = 1 THEN NULL ELSE t.error END",
+            "started_at": "CASE WHEN t.fork_reset = 1 THEN NULL ELSE t.started_at END",
+            "finished_at": "CASE WHEN t.fork_reset = 1 THEN NULL ELSE t.finished_at END",
+            "event_seq": "CASE WHEN t.fork_reset = 1 THEN %(fork_event)s ELSE t.event_seq END",
         },
         params=params,
     )
-    changed = (
-        "(d.event_seq > %(cut_event)s OR (d.content_type = %(tool_call)s "
-        "AND nt.event_seq = %(fork_event)s))"
-    )
+    card_reset = f"(d.content_type = %(tool_call)s AND ot.id IS NOT NULL AND {reset('ot')})"
     insert_select(
         using=using,
         target=DisplayMessage,
         source_alias="d",
         from_sql=(
-            f"{display} d LEFT JOIN {message} om ON om.id = d.message_id "
-            f"LEFT JOIN {message} nm ON nm.{conv} = %(fork)s AND nm.position = om.position "
+            f"(SELECT d.*, om.position AS fork_position, ot.call_id AS fork_call_id, "
+            f"CASE WHEN {card_reset} THEN 1 ELSE 0 END AS fork_reset, "
+            f"CASE WHEN d.event_seq > %(cut_event)s OR {card_reset} THEN 1 ELSE 0 END "
+            "AS fork_changed "
+            f"FROM {display} d LEFT JOIN {message} om ON om.id = d.message_id "
             f"LEFT JOIN {call} ot ON ot.id = d.tool_call_id "
-            f"LEFT JOIN {call} nt ON nt.{conv} = %(fork)s AND nt.call_id = ot.call_id"
+            f"WHERE d.{conv} = %(original)s AND d.seq <= %(last_seq)s) d"
         ),
-        where_sql=f"d.{conv} = %(original)s AND d.seq <= %(last_seq)s",
+        where_sql="1 = 1",
         values={
             "conversation_id": "%(fork)s",
-            "message_id": "nm.id",
-            "tool_call_id": "nt.id",
-            "status": (
-                "CASE WHEN d.content_type = %(tool_call)s AND nt.id IS NOT NULL "
-                "THEN nt.status ELSE d.status END"
+            "message_id": (
+                f"(SELECT nm.id FROM {message} nm WHERE nm.{conv} = %(fork)s "
+                "AND nm.position = d.fork_position)"
             ),
-            "event_seq": f"CASE WHEN {changed} THEN %(fork_event)s ELSE d.event_seq END",
-            "updated_at": f"CASE WHEN {changed} THEN %(now)s ELSE d.updated_at END",
+            "tool_call_id": (
+                f"(SELECT nt.id FROM {call} nt WHERE nt.{conv} = %(fork)s "
+                "AND nt.call_id = d.fork_call_id)"
+            ),
+            "status": "CASE WHEN d.fork_reset = 1 THEN %(interrupted)s ELSE d.status END",
+            "event_seq": "CASE WHEN d.fork_changed = 1 THEN %(fork_event)s ELSE d.event_seq END",
+            "updated_at": "CASE WHEN d.fork_changed = 1 THEN %(now)s ELSE d.updated_at END",
             "owner_feedback": "NULL",
         },
         params=params,
