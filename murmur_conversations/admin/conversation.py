@@ -12,19 +12,7 @@ from typing import Any, Final
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import (
-    BooleanField,
-    Case,
-    Count,
-    IntegerField,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Value,
-    When,
-)
-from django.db.models.functions import Coalesce
+from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
 from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
@@ -46,16 +34,10 @@ from murmur_conversations.selectors import feedback_counts
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
 
 
-def _feedback_count(rating: int) -> Coalesce:
-    """The number of ``rating`` feedback rows of the outer conversation."""
-    counted = (
-        Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating)
-        .order_by()
-        .values("conversation")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+def _has_feedback(rating: int) -> Exists:
+    """Whether the outer conversation has feedback of ``rating`` (an ``EXISTS`` on the
+    ``(conversation, rating)`` index: the list never counts)."""
+    return Exists(Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating))
 
 
 def _search_uuid(term: str) -> uuid.UUID | None:
@@ -93,7 +75,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         "transcript_count",
         "last_seq",
         "organised",
-        "feedback_counts",
+        "feedback_marks",
         "saved_at",
     )
     list_display_links = ("id",)
@@ -157,8 +139,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).select_related("owner")
 
     def lean_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Without metadata and pending ask, with a ``has_pending`` flag instead, and the thumbs
-        up and down of each row (subqueries on the ``(conversation, rating)`` index)."""
+        """Without metadata and pending ask, with a ``has_pending`` flag instead, and whether each
+        row has thumbs up and down (``EXISTS`` on the ``(conversation, rating)`` index)."""
         lean: QuerySet[Any] = super().lean_queryset(queryset)
         annotated: QuerySet[Any] = lean.annotate(
             has_pending=Case(
@@ -166,8 +148,8 @@ class ConversationAdmin(ReadOnlyAdmin):
                 default=Value(False),
                 output_field=BooleanField(),
             ),
-            thumbs_up=_feedback_count(Rating.UP),
-            thumbs_down=_feedback_count(Rating.DOWN),
+            thumbs_up=_has_feedback(Rating.UP),
+            thumbs_down=_has_feedback(Rating.DOWN),
         )
         return annotated
 
@@ -231,10 +213,14 @@ class ConversationAdmin(ReadOnlyAdmin):
         return Truncator(" ".join(marks)).chars(60)
 
     @admin.display(description="feedback")
-    def feedback_counts(self, obj: Conversation) -> str:
-        """Thumbs up and down on the conversation's rows ("+2 / -1"), empty when none."""
-        up, down = getattr(obj, "thumbs_up", 0), getattr(obj, "thumbs_down", 0)
-        return f"+{up} / -{down}" if up or down else ""
+    def feedback_marks(self, obj: Conversation) -> str:
+        """ "+1" and/or "-1" when the conversation's rows have thumbs up and/or down (the counts
+        are on its page)."""
+        marks = [
+            ("+1", getattr(obj, "thumbs_up", False)),
+            ("-1", getattr(obj, "thumbs_down", False)),
+        ]
+        return " ".join(mark for mark, given in marks if given)
 
     @admin.display(description="feedback")
     def feedback_total(self, obj: Conversation) -> SafeString:
