@@ -447,7 +447,9 @@ class Share(models.Model):
 
 class ShareRow(models.Model):
     """One display row of a snapshot share, copied when the link was made and never changed, so the
-    link shows exactly the rows as of ``Share.snapshot_event_seq`` (docs/api.md "Share links")."""
+    link shows exactly the rows as of ``Share.snapshot_event_seq`` (docs/api.md "Share links").
+    Anything that later removes content from display rows (redaction, erasure) must treat these
+    copies the same way, or revoke the conversation's snapshot links."""
 
     share = models.ForeignKey(Share, on_delete=models.CASCADE, related_name="rows")
     seq = models.PositiveBigIntegerField()

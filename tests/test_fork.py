@@ -364,3 +364,14 @@ def test_forks_while_the_original_is_written_are_consistent_prefixes(user, make_
         for call in fork.tool_calls.all():
             done = fork.messages.filter(tool_call_id=call.call_id).exists()
             assert call.status == ("completed" if done else "interrupted"), call.call_id
+
+
+def test_deleting_the_original_keeps_the_fork(worked, user):
+    fork = services.fork_conversation(conversation=worked, at_seq=2, owner=user)
+    text = exported(fork)
+    services.delete_conversation(conversation=worked)
+    fork.refresh_from_db()
+    assert (fork.forked_from_id, fork.forked_at_seq) == (None, 2)
+    assert exported(fork) == text
+    body = token_client(user).get(url(fork.pk)).json()
+    assert (body["forked_from_id"], body["forked_at_seq"]) == (None, 2)
