@@ -2,7 +2,8 @@
 """Bootstrap and run murmur_conversations: the README's two commands.
 
     python3 dev.py demo   create .venv, install, migrate, create the demo user, serve on :8000
-    python3 dev.py test   create .venv, install, run the test suite (extra args go to pytest)
+    python3 dev.py test   create .venv, install, run the library's and the demo's tests (extra
+                          args go to pytest)
     python3 dev.py lint   ruff, mypy, manage.py check, makemigrations --check
 
 Standard library only, so it works on a fresh machine with nothing but Python 3.11+.
@@ -110,11 +111,46 @@ def demo(extra: list[str]) -> None:
     )
 
 
+#: The two test sessions: the library's tests on its own small settings, then the demo's on the
+#: demo project's settings. Each is its own pytest run: one process has one settings module.
+TEST_SESSIONS = (("tests", "tests.settings"), ("project/tests", "project.tests.settings"))
+NO_TESTS_COLLECTED = 5  # pytest's exit status
+
+
+def _session_of(argument: str) -> str | None:
+    """The test directory of ``TEST_SESSIONS`` that a path argument (``tests/test_api.py::x``)
+    lies in, or None for an option or anything else."""
+    candidate = (ROOT / argument.split("::")[0]).resolve()
+    for directory, _ in TEST_SESSIONS:
+        if candidate.is_relative_to(ROOT / directory) and candidate.exists():
+            return directory
+    return None
+
+
 def test(extra: list[str]) -> None:
+    """Both sessions, library then demo; ``extra`` goes to both, except that paths go only to the
+    session whose directory holds them (a session none of them names is not run). A session that
+    collects nothing (``-k`` matching only the other's tests) is not a failure."""
     python = ensure_environment()
-    env = _env("tests.settings")
-    result = subprocess.run([str(python), "-m", "pytest", *extra], cwd=ROOT, env=env)
-    sys.exit(result.returncode)
+    paths = {argument: _session_of(argument) for argument in extra}
+    named = {directory for directory in paths.values() if directory}
+    codes = []
+    for directory, settings in TEST_SESSIONS:
+        if named and directory not in named:
+            continue
+        own = [a for a in extra if paths[a] in (None, directory)]
+        targets = [] if directory in named else [directory]
+        print(f"== pytest {directory} ({settings})", flush=True)
+        result = subprocess.run(
+            [str(python), "-m", "pytest", "--ds", settings, *targets, *own],
+            cwd=ROOT,
+            env=_env(settings),
+        )
+        codes.append(result.returncode)
+    failures = [code for code in codes if code not in (0, NO_TESTS_COLLECTED)]
+    if failures:
+        sys.exit(failures[0])
+    sys.exit(NO_TESTS_COLLECTED if all(code == NO_TESTS_COLLECTED for code in codes) else 0)
 
 
 def lint(extra: list[str]) -> None:
@@ -122,7 +158,17 @@ def lint(extra: list[str]) -> None:
     env = _env("tests.settings")
     _run(python, "-m", "ruff", "check", ".", env=env)
     _run(python, "-m", "ruff", "format", "--check", ".", env=env)
-    _run(python, "-m", "mypy", "murmur_conversations", env=env)
+    _run(
+        python,
+        "-m",
+        "mypy",
+        "murmur_conversations",
+        "tests",
+        "project",
+        "conftest.py",
+        "dev.py",
+        env=env,
+    )
     _run(python, "manage.py", "check", "--fail-level", "WARNING", env=_env("project.settings"))
     _run(python, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
 

@@ -18,6 +18,12 @@ import os
 import statistics
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Django is set up at run time, in _setup
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.backends.utils import CursorWrapper
+    from django.test import Client
 
 STAGES = (  # (label, conversations, record messages per conversation)
     ("10k", 1_000, 10),
@@ -25,7 +31,7 @@ STAGES = (  # (label, conversations, record messages per conversation)
 )
 
 
-def _setup(keep: bool) -> tuple[object, str]:
+def _setup(keep: bool) -> tuple[BaseDatabaseWrapper, str]:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("admin_scale needs DATABASE_URL=postgres://...")
@@ -41,7 +47,7 @@ def _setup(keep: bool) -> tuple[object, str]:
     return connection, name
 
 
-def seed(cursor, conversations: int, per: int, owner_id: int) -> None:
+def seed(cursor: CursorWrapper, conversations: int, per: int, owner_id: int) -> None:
     """Top the tables up to ``conversations`` conversations of ``per`` record messages, half as
     many display rows and one tool call each (every tenth failed)."""
     cursor.execute("SELECT count(*) FROM murmur_conversations_conversation")
@@ -102,7 +108,7 @@ def seed(cursor, conversations: int, per: int, owner_id: int) -> None:
     cursor.execute("ANALYZE")
 
 
-def _measure(client, url: str, runs: int = 5) -> tuple[float, int]:
+def _measure(client: Client, url: str, runs: int = 5) -> tuple[float, int]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

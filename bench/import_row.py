@@ -84,7 +84,10 @@ def replicate(source: Path, target: Path, megabytes: float) -> list[str]:
     return files
 
 
-def _run_worker(env: dict[str, str], variant: str, files: list[str]) -> dict[str, Any]:
+def run_worker(env: dict[str, str], variant: str, files: list[str]) -> dict[str, Any]:
+    """Import ``files`` with ``variant`` in a fresh ``bench.import_worker`` process (``env`` on
+    top of this one's); its last stdout line, a JSON object (``seconds`` among its keys).
+    Raises RuntimeError when the worker fails."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.import_worker", variant, *files],
         cwd=servers.ROOT,
@@ -196,7 +199,7 @@ def _operation(
     env: dict[str, str], variant: str, files: list[str], log: list[dict[str, Any]], megabytes: float
 ) -> Any:
     def run() -> float:
-        outcome = _run_worker(env, variant, files)
+        outcome = run_worker(env, variant, files)
         log.append(outcome)
         return float(outcome["seconds"]) / megabytes
 

@@ -71,6 +71,40 @@ def _server_side_binding(
     return Variant(f"{PROTO_SSB}{suffix}", django_setup.on_alias("pg_ssb", operation), operations)
 
 
+REDACTION_OFF = "ours, redaction off"
+
+
+def _redaction_off(operation: Callable[[], object]) -> Callable[[], object]:
+    """``operation`` with ``MURMUR_CONVERSATIONS["REDACT"]["ENABLED"] = False`` (docs/write-path.md
+    "Redaction"): the settings object is swapped for the call, as a host may do, so both
+    compiled redactors stay cached and the variants differ only in redaction."""
+    from django.conf import settings
+
+    on = getattr(settings, "MURMUR_CONVERSATIONS", {})
+    off = {**on, "REDACT": {**on.get("REDACT", {}), "ENABLED": False}}
+
+    def run() -> object:
+        settings.MURMUR_CONVERSATIONS = off
+        try:
+            return operation()
+        finally:
+            settings.MURMUR_CONVERSATIONS = on
+
+    return run
+
+
+def _redaction_ratio() -> RatioSpec:
+    """Redaction on (the default) against off, per round, p50 (the 1.2x target)."""
+    return RatioSpec(
+        "redaction on / off p50",
+        "ours save_message",
+        REDACTION_OFF,
+        "p50",
+        "time",
+        Target("<=", 1.2),
+    )
+
+
 def _new_conversation(title: str) -> uuid.UUID:
     from murmur_conversations import services
 
@@ -106,9 +140,17 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
             sqlite_floor([workload.text()])
 
         floor_name = "raw sqlite3, 1 transaction"
+    off_conv = _new_conversation("bench append one (redaction off)")
+
+    def ours_off() -> None:
+        services.save_message(
+            conversation=off_conv, message={"role": "user", "content": workload.text()}
+        )
+
     variants = [
         Variant("ours save_message", ours, sizes.append_ops),
         Variant(floor_name, floor, sizes.append_ops),
+        Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.append_ops),
     ]
     if track.is_postgres:
         variants.append(_server_side_binding(ours, sizes.append_ops))
@@ -123,6 +165,7 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
         ),
         RatioSpec("ours mean / floor mean", "ours save_message", floor_name, "mean", "time"),
         RatioSpec(f"{PROTO_SSB} p50 / floor p50", PROTO_SSB, floor_name, "p50", "time"),
+        _redaction_ratio(),
     ]
     if track.langchain is not None:
         history = peers.langchain_history(track.langchain)
@@ -168,7 +211,15 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
     def ours() -> None:
         services.save_messages(conversation=ours_conv, messages=list(workload.messages(size)))
 
-    variants = [Variant("ours save_messages", ours, sizes.batch_ops, size)]
+    off_conv = _new_conversation("bench batch (redaction off)")
+
+    def ours_off() -> None:
+        services.save_messages(conversation=off_conv, messages=list(workload.messages(size)))
+
+    variants = [
+        Variant("ours save_messages", ours, sizes.batch_ops, size),
+        Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.batch_ops, size),
+    ]
     if isinstance(track.raw, psycopg.Connection):
         many = floors.pg_append_batch_executemany(track.raw, _new_conversation("bench batch (em)"))
         copy = floors.pg_append_batch_copy(track.raw, _new_conversation("bench batch (copy)"))
@@ -196,6 +247,14 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
             Target(">=", 0.8),
         ),
         RatioSpec("ours throughput / COPY", "ours save_messages", "raw COPY", "mean", "throughput"),
+        RatioSpec(
+            "redaction on / off mean",
+            "ours save_messages",
+            REDACTION_OFF,
+            "mean",
+            "time",
+            Target("<=", 1.2),
+        ),
     ]
     if track.langchain is not None:
         history = peers.langchain_history(track.langchain)

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.harness import BenchmarkResult, Skip
 
-ROWS = ("http", "ws", "import", "admin")
+ROWS = ("http", "ws", "import", "logs", "rerun", "admin")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class RowSizes:
     ws_rounds: int
     import_mb: float
     import_rounds: int
+    logs_mb: float
+    rerun_files: int
     admin_stages: tuple[tuple[int, int], tuple[int, int]]  # (conversations, messages each)
     admin_requests: int
     admin_rounds: int
@@ -46,6 +48,8 @@ QUICK_ROWS = RowSizes(
     ws_rounds=2,
     import_mb=2.0,
     import_rounds=2,
+    logs_mb=1.0,
+    rerun_files=1000,
     admin_stages=((100, 10), (1_000, 11)),
     admin_requests=2,
     admin_rounds=2,
@@ -59,6 +63,8 @@ FULL_ROWS = RowSizes(
     ws_rounds=3,
     import_mb=40.0,
     import_rounds=3,
+    logs_mb=20.0,
+    rerun_files=1000,
     admin_stages=((1_000, 10), (100_000, 11)),
     admin_requests=3,
     admin_rounds=5,
@@ -69,7 +75,7 @@ def run_rows(
     wanted: list[str], *, params: dict[str, Any], quick: bool, workdir: str
 ) -> tuple[list[BenchmarkResult], list[Skip]]:
     """Run the ``wanted`` rows in order; returns their results and what was skipped or failed."""
-    from bench import admin_row, http_row, import_row, ws_row
+    from bench import admin_row, http_row, import_row, logs_row, ws_row
     from bench.django_setup import bench_environment
 
     sizes = QUICK_ROWS if quick else FULL_ROWS
@@ -105,6 +111,16 @@ def run_rows(
         skipped.extend(skips)
         return result
 
+    def logs() -> BenchmarkResult | None:
+        return logs_row.generated_rate(
+            env, workdir, megabytes=sizes.logs_mb, rounds=sizes.import_rounds
+        )
+
+    def rerun() -> BenchmarkResult | None:
+        return logs_row.rerun_unchanged(
+            env, workdir, files=sizes.rerun_files, rounds=sizes.import_rounds
+        )
+
     def admin() -> BenchmarkResult | None:
         return admin_row.admin_changelist(
             params,
@@ -118,6 +134,8 @@ def run_rows(
         "http": http,
         "ws": ws,
         "import": imports,
+        "logs": logs,
+        "rerun": rerun,
         "admin": admin,
     }
     for name in wanted:

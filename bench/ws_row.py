@@ -164,7 +164,7 @@ def ws_fanout(
                 fanout = Fanout(size)
                 url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation.pk}/?ticket={ticket}"
                 loop.run_until_complete(_open(url, fanout))
-                stack.callback(lambda f=fanout: loop.run_until_complete(_close(f)))
+                stack.callback(loop.run_until_complete, _close(fanout))
                 save_url = f"http://127.0.0.1:{port}/bench/save/{conversation.pk}/"
                 fanouts_by[f"{name} @{size}"] = fanout
                 variants.append(
@@ -185,8 +185,8 @@ def ws_fanout(
             loop.run_until_complete(_open(url, fanout))
             trigger = Fanout(1)
             loop.run_until_complete(_open(url, trigger))
-            stack.callback(lambda f=trigger: loop.run_until_complete(_close(f)))
-            stack.callback(lambda f=fanout: loop.run_until_complete(_close(f)))
+            stack.callback(loop.run_until_complete, _close(trigger))
+            stack.callback(loop.run_until_complete, _close(fanout))
             fanouts_by[f"bare websockets @{size}"] = fanout
             variants.append(
                 Variant(

@@ -15,6 +15,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -40,7 +41,8 @@ def _warning(check_id: str, msg: str, hint: str) -> Warning:
 def check_settings(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E021, E022, W001)."""
+    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E020, E021, E030, E031, W001,
+    W020)."""
     conf = getattr(settings, SETTING_NAME, {})
     if not isinstance(conf, dict):
         return [
@@ -114,20 +116,30 @@ def check_settings(
                 "The default is 0.25.",
             )
         )
+    messages.extend(_check_redact(value["REDACT"]))
+    retention = value["RETENTION_DAYS"]
+    if retention is not None and (not _is_int(retention) or retention < 1):
+        messages.append(
+            _error(
+                "murmur_conversations.E021",
+                f"RETENTION_DAYS must be None or a positive integer (days), not {retention!r}.",
+                "The default is None: conversations are kept until deleted.",
+            )
+        )
     messages.extend(_check_sharing(value["PRIVATE_TOOLS"], value["SHARE_URL"]))
     return messages
 
 
 def _check_sharing(private_tools: Any, share_url: Any) -> list[CheckMessage]:
-    """PRIVATE_TOOLS: a list of tool names (E021); SHARE_URL: None or a template with
-    ``{token}`` (E022)."""
+    """PRIVATE_TOOLS: a list of tool names (E030); SHARE_URL: None or a template with
+    ``{token}`` (E031)."""
     messages: list[CheckMessage] = []
     if not isinstance(private_tools, list | tuple) or not all(
         isinstance(name, str) and name for name in private_tools
     ):
         messages.append(
             _error(
-                "murmur_conversations.E021",
+                "murmur_conversations.E030",
                 f"PRIVATE_TOOLS must be a list of tool names, not {private_tools!r}.",
                 'Example: ["bash", "read_secret"]; ["*"] keeps every tool\'s arguments private.',
             )
@@ -135,11 +147,77 @@ def _check_sharing(private_tools: Any, share_url: Any) -> list[CheckMessage]:
     if share_url is not None and (not isinstance(share_url, str) or "{token}" not in share_url):
         messages.append(
             _error(
-                "murmur_conversations.E022",
+                "murmur_conversations.E031",
                 f"SHARE_URL must be None or a string containing '{{token}}', not {share_url!r}.",
                 'Example: "https://chat.example.com/shared/{token}/".',
             )
         )
+    return messages
+
+
+def _check_redact(conf: Any) -> list[CheckMessage]:
+    """REDACT: a dict of the keys of ``redaction.REDACT_DEFAULTS`` whose patterns compile with RE2
+    (E020, W020). Compiling it is the check: the same code builds it on the first write."""
+    from murmur_conversations import redaction
+
+    if not isinstance(conf, dict):
+        return [
+            _error(
+                "murmur_conversations.E020",
+                f"REDACT must be a dict, not {type(conf).__name__}.",
+                f"Keys: {', '.join(redaction.REDACT_DEFAULTS)}.",
+            )
+        ]
+    messages: list[CheckMessage] = [
+        _warning(
+            "murmur_conversations.W020",
+            f"REDACT has an unknown key {key!r}; it is ignored.",
+            f"Known keys: {', '.join(redaction.REDACT_DEFAULTS)}.",
+        )
+        for key in sorted(set(conf) - set(redaction.REDACT_DEFAULTS), key=str)
+    ]
+    values = redaction.settings_of(conf)
+    problems: list[str] = []
+    for key in ("ENABLED", "PII"):
+        if not isinstance(values[key], bool):
+            problems.append(f"REDACT['{key}'] must be True or False, not {values[key]!r}.")
+    detectors = values["DETECTORS"]
+    if detectors is not None and (
+        not isinstance(detectors, list | tuple) or not all(isinstance(d, str) for d in detectors)
+    ):
+        problems.append("REDACT['DETECTORS'] must be None or a list of detector names.")
+    if not isinstance(values["PATTERNS"], dict):
+        problems.append("REDACT['PATTERNS'] must be a dict of detector name to RE2 regex.")
+    if not isinstance(values["ALLOW"], list | tuple):
+        problems.append("REDACT['ALLOW'] must be a list of RE2 regexes.")
+    region = values["PII_REGION"]
+    if region is not None and not (
+        isinstance(region, str) and len(region) == 2 and region.isupper()
+    ):
+        problems.append(
+            f"REDACT['PII_REGION'] must be None or a region code like 'US', not {region!r}."
+        )
+    if values["PII"] is True:
+        try:
+            import phonenumbers  # noqa: F401
+        except ImportError:
+            problems.append(
+                "REDACT['PII'] needs the phonenumbers package (murmur-conversations[pii])."
+            )
+    if not problems:
+        try:
+            redaction.build(conf)
+        except ImproperlyConfigured as error:
+            problems.append(str(error))
+    messages.extend(
+        _error(
+            "murmur_conversations.E020",
+            problem,
+            f"Detectors: {', '.join(redaction.SECRET_DETECTORS)}; patterns use RE2 syntax "
+            "(no backreferences or lookarounds) and must not match the empty string.",
+        )
+        for problem in problems
+    )
     return messages
 
 

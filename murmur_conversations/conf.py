@@ -33,6 +33,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     # The address a new share link answers with: a template with "{token}" (e.g. the host's page
     # "https://chat.example.com/shared/{token}/"), or None for the API's GET shared/<token>/.
     "SHARE_URL": None,
+    # Redaction at write time (docs/write-path.md "Redaction"); keys: redaction.REDACT_DEFAULTS.
+    "REDACT": {},
+    # Days after the last write when purge_conversations erases a conversation (None: never).
+    "RETENTION_DAYS": None,
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -94,6 +98,11 @@ class AppSettings:
     def share_url(self) -> str | None:
         value = self.SHARE_URL
         return value if isinstance(value, str) and "{token}" in value else None
+
+    @property
+    def retention_days(self) -> int | None:
+        value = self.RETENTION_DAYS
+        return None if value is None else int(value)
 
     @property
     def hooks(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Declarations only. Every service raises one of these and never a raw database er
 from __future__ import annotations
 
 __all__ = [
+    "ConversationHeld",
     "ConversationNotFound",
     "ConversationsError",
     "DisplayMessageNotFound",
@@ -73,3 +74,8 @@ class WriteConflict(ConversationsError):
     Wraps "database is locked", deadlocks, serialization failures, a connection lost in the middle of
     a call and a connection-pool timeout. ``__cause__`` holds the original database error.
     """
+
+
+class ConversationHeld(ConversationsError):
+    """The conversation is under a legal hold (``services.place_hold``): nobody may delete or purge
+    it, its owner included, until the hold is released; nothing was deleted."""

@@ -15,6 +15,7 @@ from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.ids import new_message_id
 from murmur_conversations.models import ContentType, MessageType
 from murmur_conversations.projection import transcript_entry, transcript_text
+from murmur_conversations.redaction import redact
 from murmur_conversations.validation import check_short_string, check_size, clean_json
 
 #: Keys stored in their own columns; every other key of a message goes to ``extra``, in order.
@@ -56,6 +57,8 @@ class NormalizedMessage:
     source_id: str
     extra: dict[str, Any]
     calls: list[CallRequest]
+    #: Secrets replaced per detector (redaction.redact); the services count them in the write.
+    redactions: dict[str, int] = field(default_factory=dict)
 
     @property
     def is_tool_result(self) -> bool:
@@ -155,7 +158,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
     """
     if not isinstance(message, dict):
         raise InvalidContent(f"a message must be a JSON object, not {type(message).__name__}")
-    message = clean_json(message)
+    message, redactions = redact(clean_json(message))  # docs/write-path.md "Redaction"
     role = check_short_string(message.get("role"), what="message 'role'", allow_empty=False)
     content = message.get("content")
     if content is None:
@@ -192,6 +195,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
         source_id=source_id,
         extra=extra,
         calls=[] if tool_call_id else _calls(content, message),
+        redactions=redactions,
     )
 
 

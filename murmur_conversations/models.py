@@ -8,6 +8,7 @@ constraints, so they hold whatever writes the rows.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -387,6 +388,159 @@ class SourceRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source}:{self.source_key}"
+
+
+class ImportedSource(models.Model):
+    """How far ``import_conversations`` has read one file for one owner (docs/formats.md "Whole
+    folders"), so a re-run skips an unchanged file without parsing it and reads an appended file
+    from where the last import ended.
+
+    ``path`` is the resolved path (``path_key`` its sha256, for the unique index); ``size``,
+    ``mtime_ns`` and ``head_hash`` (sha256 of the first ``head_size`` bytes) tell an unchanged,
+    appended or replaced file apart; ``offset`` (bytes) and ``line`` (the last line number read)
+    say where to go on; ``state`` is the parser's own resume state (JSON, or null when the format
+    must be re-read whole); ``options`` the forced format and conversation id it was read with;
+    ``conversations`` the keys and ids it wrote to; ``titles`` the titles the import set, per
+    conversation id (a title a person changed since is left alone).
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_imported_sources"
+    )
+    path = models.TextField()
+    path_key = models.CharField(max_length=64)
+    format = models.CharField(max_length=32)
+    options = models.CharField(max_length=64, blank=True, default="")
+    size = models.PositiveBigIntegerField(default=0)
+    mtime_ns = models.BigIntegerField(default=0)
+    head_size = models.PositiveIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, blank=True, default="")
+    offset = models.PositiveBigIntegerField(default=0)
+    line = models.PositiveBigIntegerField(default=0)
+    state = models.JSONField(null=True, blank=True, default=None)
+    conversations = models.JSONField(default=list, blank=True)
+    titles = models.JSONField(default=dict, blank=True)
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("owner", "path")
+        constraints = (
+            models.UniqueConstraint(fields=("owner", "path_key"), name="murmur_imported_path_uniq"),
+        )
+
+    def __str__(self) -> str:
+        return self.path
+
+    @staticmethod
+    def key_of(path: str) -> str:
+        """The ``path_key`` of a resolved path: the hex sha256 of its UTF-8 bytes."""
+        return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class RedactionCount(models.Model):
+    """How many secrets one detector replaced in one conversation's writes (docs/write-path.md
+    "Redaction"). Kept by the services in the write that stored the redacted text, never summed
+    at read time; the removed text itself is stored nowhere."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="redaction_counts"
+    )
+    detector = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ("conversation", "detector")
+        indexes = (models.Index(fields=("detector", "-count"), name="murmur_redaction_det_idx"),)
+        constraints = (
+            models.UniqueConstraint(
+                fields=("conversation", "detector"), name="murmur_redaction_detector_uniq"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.detector}: {self.count}"
+
+
+class Hold(models.Model):
+    """A legal hold: the conversation may not be deleted or purged by anyone while it exists
+    (docs/deployment.md "Retention and holds"). ``PROTECT`` makes the database refuse too, and
+    makes deleting the owner's account fail rather than take the conversation with it."""
+
+    conversation = models.OneToOneField(
+        Conversation, on_delete=models.PROTECT, related_name="hold", primary_key=True
+    )
+    reason = models.TextField()
+    placed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    placed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-placed_at",)
+        permissions = (("manage_holds", "Can place and release legal holds"),)
+
+    def __str__(self) -> str:
+        return f"hold on {self.conversation_id}"
+
+
+class AccessSurface(models.TextChoices):
+    """Where a conversation was read by someone who is not its owner (the staff access log)."""
+
+    ADMIN = "admin", "Admin: conversation page"
+    """The admin's conversation page and its transcript pages."""
+    ADMIN_ROWS = "admin-rows", "Admin: record, display rows, tool calls, source records"
+    """The admin's lists and pages of a conversation's rows."""
+    ADMIN_EXPORT = "admin-export", "Admin: export"
+    """The admin's export action."""
+    API_DETAIL = "api-detail", "API: conversation"
+    """``GET conversations/{id}/``."""
+    API_DISPLAY = "api-display-messages", "API: display rows"
+    """``GET conversations/{id}/display-messages/``."""
+    API_RECORD = "api-record", "API: record"
+    """``GET conversations/{id}/record/``."""
+    API_TRANSCRIPT = "api-transcript", "API: transcript"
+    """``GET conversations/{id}/transcript/`` and the session wire's transcript."""
+    API_TOOL_CALLS = "api-tool-calls", "API: tool calls"
+    """``GET conversations/{id}/tool-calls/``."""
+    API_FORK = "api-fork", "API: fork"
+    """``POST conversations/{id}/fork/`` (the fork copies the conversation)."""
+    API_SHARES = "api-shares", "API: share link"
+    """``POST conversations/{id}/shares/`` (the link shows the conversation to others)."""
+
+
+class AccessLogEntry(models.Model):
+    """One view of a conversation by someone who is not its owner (docs/admin.md "The access
+    log"): who, when, where. ``actor_name`` is the actor's full name, else their username, as it
+    was at the time (never their e-mail), so the entry outlives the account."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="access_log"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=255)
+    surface = models.CharField(max_length=64)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-id",)
+        verbose_name_plural = "access log entries"
+        indexes = (
+            models.Index(fields=("conversation", "-id"), name="murmur_access_conv_idx"),
+            models.Index(fields=("actor", "-id"), name="murmur_access_actor_idx"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} read {self.conversation_id} ({self.surface})"
 
 
 class ShareMode(models.TextChoices):

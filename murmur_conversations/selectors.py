@@ -10,17 +10,20 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
 from typing import Any, Final, cast
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from murmur_conversations.conf import app_settings
 from murmur_conversations.models import (
+    AccessLogEntry,
     Conversation,
     ConversationTag,
     Feedback,
+    Hold,
     Message,
     Rating,
     Share,
@@ -175,3 +178,47 @@ def feedback_counts(conversation: Conversation | uuid.UUID) -> dict[str, int]:
     )
     up, down = int(counts["up"] or 0), int(counts["down"] or 0)
     return {"up": up, "down": down, "total": up + down}
+
+
+def held_condition() -> Q:
+    """THE definition of "held", as a filter on conversations (docs/deployment.md "Retention and
+    holds"): the conversation has a ``Hold``. Every check goes through here (:func:`is_held`,
+    ``services.delete_conversation``, ``services.purge_conversations``, the admin), so a wider
+    rule (a conversation with a held child counts as held) is added in this one place."""
+    return Q(Exists(Hold.objects.filter(conversation_id=OuterRef("pk"))))
+
+
+def is_held(conversation: Conversation | uuid.UUID | str) -> bool:
+    """Whether the conversation (an instance or its id) is held (:func:`held_condition`); one
+    query. A missing conversation is not held."""
+    pk = conversation.pk if isinstance(conversation, Conversation) else conversation
+    return Conversation.objects.filter(pk=pk).filter(held_condition()).exists()
+
+
+def owned_conversation(user: Any, conversation_id: Any) -> Conversation | None:
+    """The conversation ``conversation_id`` if ``user`` owns it (not merely reads it through
+    ``SCOPE``); None for foreign, missing and malformed ids alike. The access log is the owner's
+    only (docs/api.md "Access log")."""
+    pk = parse_conversation_id(conversation_id)
+    if pk is None:
+        return None
+    return Conversation.objects.owned_by(user).filter(pk=pk).first()
+
+
+def access_log(conversation: Conversation) -> QuerySet[AccessLogEntry]:
+    """The access log entries of ``conversation``, newest first (``id`` desc)."""
+    return AccessLogEntry.objects.filter(conversation=conversation).order_by("-id")
+
+
+def purge_candidates(
+    *, owner: Any = None, older_than: timedelta | None = None
+) -> QuerySet[Conversation]:
+    """The conversations ``services.purge_conversations`` erases with these arguments (the
+    owner's, and/or not saved for ``older_than``), held ones included: those matching
+    :func:`held_condition` are the ones it keeps."""
+    matching = Conversation.objects.all()
+    if owner is not None:
+        matching = matching.filter(owner_id=getattr(owner, "pk", owner))
+    if older_than is not None:
+        matching = matching.filter(saved_at__lt=timezone.now() - older_than)
+    return matching

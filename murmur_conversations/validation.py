@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import datetime
 from typing import Any, Final
 
 from murmur_conversations import jsonenc
@@ -130,6 +131,18 @@ def check_display_content(content_type: str, content: Any) -> None:
         all(key in content for key in keys) for keys in alternatives
     ):
         raise InvalidContent(f"invalid structure for content_type {content_type}")
+
+
+def check_time(value: Any, *, what: str) -> datetime | None:
+    """A time a writer gives (docs/write-path.md "Times"): None, or a timezone-aware
+    ``datetime``; ``InvalidContent`` otherwise (a naive time would be read in the server's zone)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidContent(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidContent(f"{what} must be timezone-aware")
+    return value
 
 
 #: At most this many tags per conversation.

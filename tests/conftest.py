@@ -1,129 +1,21 @@
-"""Shared fixtures and the service-dependent skip rules.
-
-Tests marked ``postgres``, ``redis`` or ``browser`` skip with a reason unless ``DATABASE_URL``,
-``REDIS_URL`` or ``CHROMIUM_PATH`` is set. Tests marked ``corpus`` (every test that asks for the
-``corpus`` fixture is marked) read the real-log corpus, which is not part of the repository: they
-skip with a reason unless ``MURMUR_CORPUS`` names its folder (default: ``../shared/corpus`` beside
-the checkout, when that exists). With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a skip of
-such a test whose variable *is* set fails the run.
-"""
+"""Fixtures of the library's tests (those both test sessions share are in the checkout's
+``conftest.py``)."""
 
 from __future__ import annotations
 
-import itertools
-import os
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from django.db import connection
+from pytest_django import Settings
 
-SERVICE_MARKERS = {
-    "postgres": "DATABASE_URL",
-    "redis": "REDIS_URL",
-    "browser": "CHROMIUM_PATH",
-    "corpus": "MURMUR_CORPUS",
-}
-_bad_skips: list[str] = []
-
-
-def corpus_path() -> Path | None:
-    """The folder of the real-log corpus, or None when there is none.
-
-    ``MURMUR_CORPUS`` when set (a relative path is taken from the repository root), else
-    ``../shared/corpus`` beside the checkout when that folder exists. The corpus is read in place
-    and never copied into the repository; a bare clone has none, so its tests skip.
-    """
-    root = Path(__file__).resolve().parent.parent
-    given = os.environ.get("MURMUR_CORPUS")
-    path = root / given if given else root.parent / "shared" / "corpus"
-    return path if path.is_dir() else None
-
-
-def _corpus_skip_reason() -> str:
-    given = os.environ.get("MURMUR_CORPUS")
-    if given:
-        return f"needs corpus: MURMUR_CORPUS={given} is not a folder"
-    return "needs corpus: set MURMUR_CORPUS to the real-log corpus folder to run it"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "corpus" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.corpus)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("corpus") and corpus_path() is None:
-        pytest.skip(_corpus_skip_reason())
-    for marker, variable in SERVICE_MARKERS.items():
-        if marker == "corpus":
-            continue
-        if item.get_closest_marker(marker) and not os.environ.get(variable):
-            pytest.skip(f"needs {marker}: set {variable} to run it")
-        if (
-            marker == "postgres"
-            and item.get_closest_marker(marker)
-            and connection.vendor != "postgresql"
-        ):
-            pytest.skip("needs the PostgreSQL profile (DATABASE_URL=postgres://...)")
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped and os.environ.get("MURMUR_REQUIRE_SERVICES") == "1":
-        keywords = report.keywords
-        for marker, variable in SERVICE_MARKERS.items():
-            if marker in keywords and os.environ.get(variable):
-                _bad_skips.append(f"{report.nodeid} ({marker})")
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _bad_skips:
-        print("\nThese service tests skipped although their service was configured:")
-        for name in _bad_skips:
-            print("  ", name)
-        session.exitstatus = 1
-
-
-_counter = itertools.count(1)
+from murmur_conversations.realtime import broadcast
+from tests.realtime_helpers import TIMEOUT, layer_settings
 
 
 @pytest.fixture
-def make_user(django_user_model):
-    """Factory: ``make_user(username=None, **fields)`` creates a user with password 'pw'."""
-
-    def make(username: str | None = None, **fields):
-        name = username or f"user{next(_counter)}"
-        return django_user_model.objects.create_user(username=name, password="pw", **fields)
-
-    return make
-
-
-@pytest.fixture
-def user(make_user):
-    return make_user()
-
-
-@pytest.fixture
-def make_conversation(user):
-    """Factory: ``make_conversation(owner=user, **kwargs)`` through ``start_conversation``."""
-    from murmur_conversations import services
-
-    def make(owner=user, **kwargs):
-        return services.start_conversation(owner=owner, **kwargs)
-
-    return make
-
-
-@pytest.fixture(scope="session")
-def corpus() -> Path:
-    """The real-log corpus folder (see ``corpus_path``); a test asking for it is marked ``corpus``
-    and skips with a reason naming ``MURMUR_CORPUS`` when the corpus is absent."""
-    path = corpus_path()
-    if path is None:
-        pytest.skip(_corpus_skip_reason())
-    return path
-
-
-@pytest.fixture
-def conversation(make_conversation):
-    return make_conversation(title="Test conversation")
+def private_layer(settings: Settings) -> Iterator[dict[str, Any]]:
+    """A fresh channel layer for the test; every queued live event is handled before teardown."""
+    settings.CHANNEL_LAYERS = layer_settings()
+    yield settings.CHANNEL_LAYERS
+    assert broadcast.get_broadcaster().flush(TIMEOUT)

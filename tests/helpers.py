@@ -1,9 +1,47 @@
-"""Assertions shared by the test modules."""
+"""Assertions and fixture types shared by the test modules (the fixtures are in ``conftest.py``)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from django.contrib.auth.models import User
+from django.http.response import ResponseHeaders
+
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.projection import transcript_entry
+
+
+def corpus_path() -> Path | None:
+    """The folder of the real-log corpus, or None when there is none.
+
+    ``MURMUR_CORPUS`` when set (a relative path is taken from the repository root), else
+    ``../shared/corpus`` beside the checkout when that folder exists. The corpus is read in place
+    and never copied into the repository; a bare clone has none, so its tests skip.
+    """
+    root = Path(__file__).resolve().parent.parent
+    given = os.environ.get("MURMUR_CORPUS")
+    path = root / given if given else root.parent / "shared" / "corpus"
+    return path if path.is_dir() else None
+
+
+def corpus_skip_reason() -> str:
+    """Why a ``corpus`` test skips: the variable to set, or the folder it names that is missing."""
+    given = os.environ.get("MURMUR_CORPUS")
+    if given:
+        return f"needs corpus: MURMUR_CORPUS={given} is not a folder"
+    return "needs corpus: set MURMUR_CORPUS to the real-log corpus folder to run it"
+
+
+def corpus_logs() -> list[str]:
+    """The corpus's ``*/*.jsonl`` logs as paths relative to its folder, for parametrizing; without
+    a corpus one placeholder, which the ``corpus`` fixture skips with its reason (an empty
+    parameter set would skip without one)."""
+    corpus = corpus_path()
+    if corpus is None:
+        return ["no-corpus"]
+    return [p.relative_to(corpus).as_posix() for p in sorted(corpus.glob("*/*.jsonl"))]
 
 
 def assert_counters_match_rows(conversation: Conversation) -> None:
@@ -33,3 +71,28 @@ def assert_counters_match_rows(conversation: Conversation) -> None:
         DisplayMessage.objects.filter(conversation=conversation).values_list("event_seq", flat=True)
     )
     assert all(e <= conversation.last_event_seq for e in events)
+
+
+class MakeUser(Protocol):
+    """The ``make_user`` fixture: a user with password 'pw' (a fresh username unless given)."""
+
+    def __call__(self, username: str | None = None, **fields: Any) -> User: ...
+
+
+class MakeConversation(Protocol):
+    """The ``make_conversation`` fixture: ``start_conversation`` for ``owner`` (the ``user``
+    fixture unless given)."""
+
+    def __call__(self, owner: User | None = ..., **kwargs: Any) -> Conversation: ...
+
+
+class Response(Protocol):
+    """What the tests read of a test client's response (Django's or DRF's)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def headers(self) -> ResponseHeaders: ...
+    def json(self) -> Any: ...

@@ -1,6 +1,7 @@
-"""Real server processes for tests: the environment that points a child process at the test
-database (and, on Redis, at a private channel prefix shared with this process), and a uvicorn
-process serving ``project.asgi:application`` on loopback."""
+"""Real processes for tests: the environment that points a child process (a server, a worker, a
+management command) at the test database on this run's own settings (and, on Redis, at a private
+channel prefix shared with this process), and a uvicorn process serving the settings'
+``ASGI_APPLICATION`` on loopback."""
 
 from __future__ import annotations
 
@@ -9,49 +10,58 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.conf import settings as django_settings
 from django.db import connection
+from pytest_django import Settings
+
+from tests.realtime_helpers import layer_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL_LAYER = {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
 
 
-def child_environment(settings, *, prefix: str, drop: tuple[str, ...] = (), **extra) -> dict:
-    """Environment for a child process serving the test database; on Redis a private channel
-    prefix (``prefix`` + random) that this process's channel layer (``settings``) uses too."""
-    dropped = ("REDIS_URL", "DATABASE_URL", *drop)
+def database_environment(*, pool_max: int = 8, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """Environment for a child process on this run's settings (``tests.settings`` or the demo's)
+    using the test database: ``MURMUR_SQLITE_PATH`` or ``DATABASE_URL`` with a pool of at most
+    ``pool_max`` connections; no Redis."""
+    dropped = ("REDIS_URL", "DATABASE_URL", "MURMUR_SQLITE_PATH", *drop)
     env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env.update(DJANGO_SETTINGS_MODULE="project.settings", PYTHONWARNINGS="ignore", **extra)
+    env.update(DJANGO_SETTINGS_MODULE=django_settings.SETTINGS_MODULE, PYTHONWARNINGS="ignore")
     db = connection.settings_dict
     if connection.vendor == "sqlite":
         env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
     else:
         auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
         env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-        env["MURMUR_DB_POOL_MAX"] = "8"
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        channel_prefix = f"{prefix}-{uuid.uuid4().hex}"
-        env["REDIS_URL"], env["MURMUR_CHANNEL_PREFIX"] = redis_url, channel_prefix
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [redis_url], "prefix": channel_prefix},
-            }
-        }
-    else:
-        settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
+        env["MURMUR_DB_POOL_MAX"] = str(pool_max)
+    return env
+
+
+def child_environment(
+    settings: Settings, *, prefix: str, drop: tuple[str, ...] = (), **extra: str
+) -> dict[str, str]:
+    """``database_environment()`` plus ``extra``, and on Redis a private channel prefix
+    (``prefix`` + random) that this process's channel layer (``settings``) uses too."""
+    env = database_environment(drop=drop)
+    env.update(extra)
+    settings.CHANNEL_LAYERS = layers = layer_settings(prefix)
+    config = layers["default"].get("CONFIG", {})
+    if "hosts" in config:
+        env["REDIS_URL"], env["MURMUR_CHANNEL_PREFIX"] = config["hosts"][0], config["prefix"]
     return env
 
 
 @contextlib.contextmanager
-def uvicorn_server(env: dict, log_path: Path, *, scheme: str, timeout: float) -> Iterator[str]:
-    """``<scheme>://127.0.0.1:<port>`` of a uvicorn process on a socket bound here (clients may
-    connect at once: the kernel queues them until the server accepts), stopped at the end, also on
-    failure; its log is printed then (pytest shows it only for a failed test)."""
+def uvicorn_server(
+    env: dict[str, str], log_path: Path, *, scheme: str, timeout: float
+) -> Iterator[str]:
+    """``<scheme>://127.0.0.1:<port>`` of a uvicorn process serving ``ASGI_APPLICATION`` on a
+    socket bound here (clients may connect at once: the kernel queues them until the server
+    accepts), stopped at the end, also on failure; its log is printed then (pytest shows it only
+    for a failed test)."""
+    module, _, name = django_settings.ASGI_APPLICATION.rpartition(".")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -60,7 +70,7 @@ def uvicorn_server(env: dict, log_path: Path, *, scheme: str, timeout: float) ->
         sys.executable,
         "-m",
         "uvicorn",
-        "project.asgi:application",
+        f"{module}:{name}",
         "--fd",
         str(sock.fileno()),
         "--lifespan",

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage, Feedback, Share
 from tests.api_helpers import NOT_FOUND, malformed_variants, missing_id, shape, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +32,11 @@ WRITES = [
 ]
 
 
+World = tuple[APIClient, Conversation, Conversation, Share, DisplayMessage]
+
+
 @pytest.fixture
-def world(make_user, make_conversation):
+def world(make_user: MakeUser, make_conversation: MakeConversation) -> World:
     owner, other = make_user(), make_user()
     own = make_conversation(owner=owner, title="mine")
     foreign = make_conversation(owner=other, title="secret title")
@@ -41,7 +47,7 @@ def world(make_user, make_conversation):
     return token_client(owner), own, foreign, share, row
 
 
-def stored() -> tuple:
+def stored() -> tuple[int, ...]:
     return (
         Conversation.objects.count(),
         Share.objects.filter(revoked_at__isnull=True).count(),
@@ -51,7 +57,9 @@ def stored() -> tuple:
 
 
 @pytest.mark.parametrize(("route", "method", "body"), WRITES)
-def test_foreign_missing_and_malformed_ids_get_one_404(world, route, method, body):
+def test_foreign_missing_and_malformed_ids_get_one_404(
+    world: World, route: str, method: str, body: Any
+) -> None:
     client, own, foreign, share, row = world
     route = route.format(share=share.pk, row=row.pk)
     before = stored()
@@ -64,7 +72,7 @@ def test_foreign_missing_and_malformed_ids_get_one_404(world, route, method, bod
     assert stored() == before
 
 
-def test_rows_and_shares_of_another_conversation_are_404_under_ones_own(world):
+def test_rows_and_shares_of_another_conversation_are_404_under_ones_own(world: World) -> None:
     client, own, _foreign, share, row = world
     before = stored()
     for response in (
@@ -87,7 +95,9 @@ def test_rows_and_shares_of_another_conversation_are_404_under_ones_own(world):
         ("display-messages/{row}/feedback/", ["get", "patch", "post"]),
     ],
 )
-def test_unsupported_verbs_get_one_405_whatever_the_id(world, route, methods):
+def test_unsupported_verbs_get_one_405_whatever_the_id(
+    world: World, route: str, methods: list[str]
+) -> None:
     client, own, foreign, share, row = world
     route = route.format(share=share.pk, row=row.pk)
     for method in methods:
@@ -99,7 +109,7 @@ def test_unsupported_verbs_get_one_405_whatever_the_id(world, route, methods):
         assert all(shape(r) == first for r in responses)
 
 
-def test_shared_route_answers_405_to_writes(world):
+def test_shared_route_answers_405_to_writes(world: World) -> None:
     client = world[0]
     token = "msh_" + "a" * 43
     for method in ("post", "put", "patch", "delete"):

@@ -8,12 +8,16 @@ import io
 import json
 import uuid
 import zipfile
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from murmur_conversations import services, signals
 from murmur_conversations.admin.cards import PREVIEW_CHARS, TRANSCRIPT_PAGE_SIZE
@@ -26,28 +30,42 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
+
+class StaffClient(Protocol):
+    """The ``staff_client`` fixture: the test client logged in as a new staff user holding these
+    permissions (codenames) of this app."""
+
+    def __call__(self, *codenames: str) -> Client: ...
+
+
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-CHILD_MODELS = ["message", "displaymessage", "toolcall", "sourcerecord"]
+CHILD_MODELS: dict[str, type[Message | DisplayMessage | ToolCall | SourceRecord]] = {
+    "message": Message,
+    "displaymessage": DisplayMessage,
+    "toolcall": ToolCall,
+    "sourcerecord": SourceRecord,
+}
 MODELS = ["conversation", *CHILD_MODELS]
 
 
-def changelist(model):
+def changelist(model: str) -> str:
     return reverse(f"admin:murmur_conversations_{model}_changelist")
 
 
-def change(model, pk):
+def change(model: str, pk: object) -> str:
     return reverse(f"admin:murmur_conversations_{model}_change", args=[pk])
 
 
-def delete(pk):
+def delete(pk: object) -> str:
     return reverse("admin:murmur_conversations_conversation_delete", args=[pk])
 
 
-def fill(conversation, tag=""):
+def fill(conversation: Conversation, tag: str = "") -> None:
     """One of every card type, with script tags in the model's and the tools' text."""
     services.save_message(conversation=conversation, message={"role": "user", "content": XSS})
     services.save_message(
@@ -102,10 +120,10 @@ def fill(conversation, tag=""):
 
 
 @pytest.fixture
-def staff_client(client, make_user):
+def staff_client(client: Client, make_user: MakeUser) -> StaffClient:
     """Factory: a client logged in as a staff user with the given codenames of this app."""
 
-    def make(*codenames):
+    def make(*codenames: str) -> Client:
         staff = make_user(is_staff=True)
         staff.user_permissions.set(
             Permission.objects.filter(
@@ -118,7 +136,7 @@ def staff_client(client, make_user):
     return make
 
 
-def count_queries(client, url):
+def count_queries(client: Client, url: str) -> tuple[int, CaptureQueriesContext]:
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url)
     assert response.status_code == 200, url
@@ -129,7 +147,9 @@ def count_queries(client, url):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_anonymous_and_non_staff_see_nothing(client, make_user, conversation, model):
+def test_anonymous_and_non_staff_see_nothing(
+    client: Client, make_user: MakeUser, conversation: Conversation, model: str
+) -> None:
     response = client.get(changelist(model))
     assert response.status_code == 302
     assert "/login/" in response["Location"]
@@ -139,14 +159,18 @@ def test_anonymous_and_non_staff_see_nothing(client, make_user, conversation, mo
     assert "/login/" in response["Location"]
 
 
-def test_staff_without_permission_is_forbidden(staff_client, conversation):
+def test_staff_without_permission_is_forbidden(
+    staff_client: StaffClient, conversation: Conversation
+) -> None:
     client = staff_client()
     assert client.get(changelist("conversation")).status_code == 403
     assert client.get(change("conversation", conversation.pk)).status_code == 403
     assert client.get(delete(conversation.pk)).status_code == 403
 
 
-def test_view_permission_reads_but_cannot_delete(staff_client, conversation):
+def test_view_permission_reads_but_cannot_delete(
+    staff_client: StaffClient, conversation: Conversation
+) -> None:
     client = staff_client("view_conversation")
     response = client.get(changelist("conversation"))
     assert response.status_code == 200
@@ -160,7 +184,7 @@ def test_view_permission_reads_but_cannot_delete(staff_client, conversation):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_add_is_forbidden_for_every_model(admin_client, model):
+def test_add_is_forbidden_for_every_model(admin_client: Client, model: str) -> None:
     response = admin_client.get(changelist(model))
     assert response.status_code == 200
     assert reverse(f"admin:murmur_conversations_{model}_add") not in response.text
@@ -169,7 +193,9 @@ def test_add_is_forbidden_for_every_model(admin_client, model):
     assert response.status_code == 403
 
 
-def test_change_is_forbidden_and_post_changes_nothing(admin_client, conversation):
+def test_change_is_forbidden_and_post_changes_nothing(
+    admin_client: Client, conversation: Conversation
+) -> None:
     fill(conversation)
     response = admin_client.get(change("conversation", conversation.pk))
     assert response.status_code == 200
@@ -182,19 +208,18 @@ def test_change_is_forbidden_and_post_changes_nothing(admin_client, conversation
     assert conversation.title == "Test conversation"
     assert conversation.status == "idle"
     row = DisplayMessage.objects.filter(conversation=conversation).first()
+    assert row is not None
     response = admin_client.post(change("displaymessage", row.pk), {"status": "failed"})
     assert response.status_code == 403
 
 
-@pytest.mark.parametrize("model", CHILD_MODELS)
-def test_only_conversations_can_be_deleted(admin_client, conversation, model):
+@pytest.mark.parametrize("model", list(CHILD_MODELS))
+def test_only_conversations_can_be_deleted(
+    admin_client: Client, conversation: Conversation, model: str
+) -> None:
     fill(conversation)
-    obj = {
-        "message": Message,
-        "displaymessage": DisplayMessage,
-        "toolcall": ToolCall,
-        "sourcerecord": SourceRecord,
-    }[model].objects.first()
+    obj = CHILD_MODELS[model].objects.first()
+    assert obj is not None
     url = reverse(f"admin:murmur_conversations_{model}_delete", args=[obj.pk])
     assert admin_client.get(url).status_code == 403
     assert admin_client.post(url, {"post": "yes"}).status_code == 403
@@ -205,10 +230,10 @@ def test_only_conversations_can_be_deleted(admin_client, conversation, model):
 
 
 @pytest.fixture
-def deleted():
-    events = []
+def deleted() -> Iterator[list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
 
-    def receiver(sender, signal=None, **kwargs):
+    def receiver(sender: object, signal: object = None, **kwargs: Any) -> None:
         events.append(kwargs)
 
     signals.conversation_deleted.connect(receiver, weak=False)
@@ -216,14 +241,16 @@ def deleted():
     signals.conversation_deleted.disconnect(receiver)
 
 
-def children_of(pk):
+def children_of(pk: uuid.UUID) -> list[int]:
     return [
         model.objects.filter(conversation_id=pk).count()
         for model in (Message, DisplayMessage, ToolCall, SourceRecord)
     ]
 
 
-def test_delete_confirmation_summarises_without_reading_children(admin_client, conversation):
+def test_delete_confirmation_summarises_without_reading_children(
+    admin_client: Client, conversation: Conversation
+) -> None:
     fill(conversation)
     conversation.refresh_from_db()
     with CaptureQueriesContext(connection) as queries:
@@ -240,8 +267,11 @@ def test_delete_confirmation_summarises_without_reading_children(admin_client, c
 
 
 def test_delete_view_goes_through_delete_conversation(
-    admin_client, conversation, deleted, django_capture_on_commit_callbacks
-):
+    admin_client: Client,
+    conversation: Conversation,
+    deleted: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     fill(conversation)
     pk, owner_id = conversation.pk, conversation.owner_id
     with django_capture_on_commit_callbacks(execute=True):
@@ -253,8 +283,11 @@ def test_delete_view_goes_through_delete_conversation(
 
 
 def test_delete_action_goes_through_delete_conversation(
-    staff_client, make_conversation, deleted, django_capture_on_commit_callbacks
-):
+    staff_client: StaffClient,
+    make_conversation: MakeConversation,
+    deleted: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     keep, *doomed = [make_conversation(title=f"c{i}") for i in range(3)]
     for i, c in enumerate(doomed):
         fill(c, tag=str(i))
@@ -280,7 +313,7 @@ def test_delete_action_goes_through_delete_conversation(
 # ----------------------------------------------------------------- query counts
 
 
-def add_rows(conversation, start, stop):
+def add_rows(conversation: Conversation, start: int, stop: int) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -303,9 +336,9 @@ def add_rows(conversation, start, stop):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_changelist_queries_do_not_grow_with_rows(
-    admin_client, make_user, make_conversation, model
-):
-    def grow(total, have):
+    admin_client: Client, make_user: MakeUser, make_conversation: MakeConversation, model: str
+) -> None:
+    def grow(total: int, have: int) -> None:
         for i in range(have, total):
             c = make_conversation(owner=make_user(), title=f"t{i}")
             add_rows(c, i, i + 1)
@@ -320,7 +353,9 @@ def test_changelist_queries_do_not_grow_with_rows(
     assert len(response.context["cl"].result_list) >= 30
 
 
-def test_conversation_page_queries_do_not_grow_with_rows(admin_client, conversation):
+def test_conversation_page_queries_do_not_grow_with_rows(
+    admin_client: Client, conversation: Conversation
+) -> None:
     add_rows(conversation, 0, 2)  # 4 display rows
     url = change("conversation", conversation.pk)
     admin_client.get(url)
@@ -330,15 +365,10 @@ def test_conversation_page_queries_do_not_grow_with_rows(admin_client, conversat
     assert few == many, "\n".join(q["sql"] for q in queries.captured_queries)
 
 
-@pytest.mark.parametrize("model", CHILD_MODELS)
-def test_row_pages_render(admin_client, conversation, model):
+@pytest.mark.parametrize("model", list(CHILD_MODELS))
+def test_row_pages_render(admin_client: Client, conversation: Conversation, model: str) -> None:
     fill(conversation)
-    manager = {
-        "message": Message,
-        "displaymessage": DisplayMessage,
-        "toolcall": ToolCall,
-        "sourcerecord": SourceRecord,
-    }[model].objects
+    manager = CHILD_MODELS[model].objects
     for obj in manager.all():
         response = admin_client.get(change(model, obj.pk))
         assert response.status_code == 200
@@ -353,7 +383,9 @@ def test_row_pages_render(admin_client, conversation, model):
 # ----------------------------------------------------------------- counts
 
 
-def test_filtered_count_is_capped(admin_client, make_conversation, monkeypatch):
+def test_filtered_count_is_capped(
+    admin_client: Client, make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(EstimatedCountPaginator, "count_cap", 2)
     for i in range(3):
         make_conversation(title=f"c{i}")
@@ -368,7 +400,9 @@ def test_filtered_count_is_capped(admin_client, make_conversation, monkeypatch):
     assert response.context["cl"].paginator.count_kind == "exact"
 
 
-def test_small_unfiltered_count_is_exact(admin_client, make_conversation):
+def test_small_unfiltered_count_is_exact(
+    admin_client: Client, make_conversation: MakeConversation
+) -> None:
     for i in range(3):
         make_conversation(title=f"c{i}")
     cl = admin_client.get(changelist("conversation")).context["cl"]
@@ -376,7 +410,9 @@ def test_small_unfiltered_count_is_exact(admin_client, make_conversation):
 
 
 @pytest.mark.postgres
-def test_unfiltered_count_is_estimated_on_postgres(admin_client, make_conversation, monkeypatch):
+def test_unfiltered_count_is_estimated_on_postgres(
+    admin_client: Client, make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(EstimatedCountPaginator, "estimate_threshold", 1)
     for i in range(3):
         make_conversation(title=f"c{i}")
@@ -399,13 +435,15 @@ def test_unfiltered_count_is_estimated_on_postgres(admin_client, make_conversati
 # ----------------------------------------------------------------- search and filters
 
 
-def found(client, query):
+def found(client: Client, query: str) -> set[str]:
     response = client.get(changelist("conversation") + query)
     assert response.status_code == 200
     return {c.title for c in response.context["cl"].result_list}
 
 
-def test_search_by_id_owner_and_title_prefix(admin_client, make_user, make_conversation):
+def test_search_by_id_owner_and_title_prefix(
+    admin_client: Client, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     alice = make_user("alice", email="alice@example.com")
     bob = make_user("bob", email="bob@example.com")
     first = make_conversation(owner=alice, title="Refactor the parser")
@@ -423,7 +461,9 @@ def test_search_by_id_owner_and_title_prefix(admin_client, make_user, make_conve
     assert found(admin_client, f"?owner__id__exact={bob.pk}") == {"Fix parser bug"}
 
 
-def test_filters_by_status_tool_status_and_date(admin_client, make_conversation):
+def test_filters_by_status_tool_status_and_date(
+    admin_client: Client, make_conversation: MakeConversation
+) -> None:
     failing = make_conversation(title="failing")
     fill(failing)
     running = make_conversation(title="running")
@@ -442,7 +482,9 @@ def test_filters_by_status_tool_status_and_date(admin_client, make_conversation)
     assert "has failed tool calls" in text
 
 
-def test_owner_is_never_a_dropdown(admin_client, make_user, make_conversation):
+def test_owner_is_never_a_dropdown(
+    admin_client: Client, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     for i in range(3):
         make_conversation(owner=make_user(f"owner-{i}"))
     names = [
@@ -455,7 +497,9 @@ def test_owner_is_never_a_dropdown(admin_client, make_user, make_conversation):
     assert "owner-0" not in text  # no filter lists owners
 
 
-def test_tool_calls_filter_by_status_and_name(admin_client, conversation):
+def test_tool_calls_filter_by_status_and_name(
+    admin_client: Client, conversation: Conversation
+) -> None:
     fill(conversation)
     response = admin_client.get(changelist("toolcall") + "?status__exact=failed")
     assert [c.call_id for c in response.context["cl"].result_list] == ["bad"]
@@ -468,7 +512,9 @@ def test_tool_calls_filter_by_status_and_name(admin_client, conversation):
 # ----------------------------------------------------------------- the transcript
 
 
-def test_change_page_renders_every_card_type_escaped(admin_client, conversation):
+def test_change_page_renders_every_card_type_escaped(
+    admin_client: Client, conversation: Conversation
+) -> None:
     fill(conversation)
     response = admin_client.get(change("conversation", conversation.pk))
     assert response.status_code == 200
@@ -483,7 +529,9 @@ def test_change_page_renders_every_card_type_escaped(admin_client, conversation)
     assert "<img" not in text
 
 
-def test_long_payloads_are_cut_with_a_link_to_the_rest(admin_client, conversation):
+def test_long_payloads_are_cut_with_a_link_to_the_rest(
+    admin_client: Client, conversation: Conversation
+) -> None:
     long = "x" * (PREVIEW_CHARS + 500) + "TAILMARK"
     services.save_message(conversation=conversation, message={"role": "user", "content": long})
     response = admin_client.get(change("conversation", conversation.pk))
@@ -497,7 +545,7 @@ def test_long_payloads_are_cut_with_a_link_to_the_rest(admin_client, conversatio
     assert "xxx…" in listing
 
 
-def test_long_conversations_are_paged(admin_client, conversation):
+def test_long_conversations_are_paged(admin_client: Client, conversation: Conversation) -> None:
     total = TRANSCRIPT_PAGE_SIZE * 2 + 20
     services.save_messages(
         conversation=conversation,
@@ -505,7 +553,7 @@ def test_long_conversations_are_paged(admin_client, conversation):
     )
     url = change("conversation", conversation.pk)
 
-    def seqs(query):
+    def seqs(query: str) -> list[int]:
         return [card.seq for card in admin_client.get(url + query).context["transcript"]["cards"]]
 
     assert seqs("") == list(range(1, TRANSCRIPT_PAGE_SIZE + 1))
@@ -521,7 +569,9 @@ def test_long_conversations_are_paged(admin_client, conversation):
 # ----------------------------------------------------------------- export
 
 
-def test_export_action_writes_murmur_jsonl(staff_client, make_conversation):
+def test_export_action_writes_murmur_jsonl(
+    staff_client: StaffClient, make_conversation: MakeConversation
+) -> None:
     one, two = make_conversation(title="one"), make_conversation(title="two")
     fill(one, tag="1")
     services.save_message(conversation=two, message={"role": "user", "content": "hi", "id": "m1"})
@@ -530,7 +580,7 @@ def test_export_action_writes_murmur_jsonl(staff_client, make_conversation):
     response = client.post(changelist("conversation"), data)
     assert response.status_code == 200
     assert f'filename="{two.pk}.jsonl"' in response["Content-Disposition"]
-    body = b"".join(response.streaming_content).decode()
+    body = response.getvalue().decode()
     assert [json.loads(line) for line in body.splitlines()] == [
         {"role": "user", "content": "hi", "id": "m1"}
     ]
@@ -538,7 +588,7 @@ def test_export_action_writes_murmur_jsonl(staff_client, make_conversation):
     response = client.post(changelist("conversation"), data)
     assert response.status_code == 200
     assert response["Content-Type"] == "application/zip"
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    archive = zipfile.ZipFile(io.BytesIO(response.getvalue()))
     assert sorted(archive.namelist()) == sorted([f"{one.pk}.jsonl", f"{two.pk}.jsonl"])
     lines = archive.read(f"{one.pk}.jsonl").decode().splitlines()
     assert len(lines) == Message.objects.filter(conversation=one).count()

@@ -10,6 +10,9 @@ from urllib.parse import urlencode
 
 import pytest
 from django.db import connection
+from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +29,7 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +61,7 @@ def object_url(model: str, pk: str, view: str = "change") -> str:
 
 
 @pytest.fixture
-def world(make_user, make_conversation):
+def world(make_user: MakeUser, make_conversation: MakeConversation) -> dict[str, str]:
     """One conversation with a row of every admin model, a finished and an interrupted call and a
     pending ask; returns the primary keys the admin's own links use."""
     owner = make_user()
@@ -85,11 +89,13 @@ def world(make_user, make_conversation):
         source="murmur",
         records=[{"source_key": "k", "line_number": 1, "raw": "{}", "record_type": "x"}],
     )
+    message = Message.objects.filter(conversation=conversation).first()
+    assert message is not None
     services.update_conversation(conversation=conversation, pinned=True, tags=["work"])
     services.create_share(conversation=conversation, created_by=owner)
     services.set_feedback(
         conversation=conversation,
-        display_message=DisplayMessage.objects.filter(conversation=conversation).first(),
+        display_message=DisplayMessage.objects.filter(conversation=conversation).order_by("seq")[0],
         user=owner,
         rating=-1,
         comment="wrong",
@@ -97,11 +103,11 @@ def world(make_user, make_conversation):
     return {
         "conversation": str(conversation.pk),
         "owner": str(owner.pk),
-        "message": str(Message.objects.filter(conversation=conversation).first().pk),
+        "message": str(message.pk),
     }
 
 
-def refused(client, model: str, query: str) -> None:
+def refused(client: Client, model: str, query: str) -> None:
     """``query`` on ``model``'s changelist is the ``?e=1`` redirect, and the model's table was
     not read."""
     table = MODELS[model]._meta.db_table
@@ -184,12 +190,12 @@ REFUSED = {
     ("model", "query"), [(m, q) for m, queries in REFUSED.items() for q in queries]
 )
 def test_what_a_list_does_not_offer_is_refused_before_the_database(
-    admin_client, world, model, query
-):
+    admin_client: Client, world: dict[str, str], model: str, query: str
+) -> None:
     refused(admin_client, model, query)
 
 
-def offered(world):
+def offered(world: dict[str, str]) -> dict[str, list[str]]:
     """What the admin's filters and links put in changelist URLs: each must still work."""
     return {
         "conversation": [
@@ -230,7 +236,7 @@ def offered(world):
     }
 
 
-def test_what_the_admin_offers_still_filters(admin_client, world):
+def test_what_the_admin_offers_still_filters(admin_client: Client, world: dict[str, str]) -> None:
     for model, queries in offered(world).items():
         for query in queries:
             response = admin_client.get(f"{changelist(model)}?{query}")
@@ -249,7 +255,9 @@ def test_what_the_admin_offers_still_filters(admin_client, world):
         ("toolcall", "conversation__owner__email=x"),
     ],
 )
-def test_a_lookup_across_relations_is_djangos_400(admin_client, world, model, query):
+def test_a_lookup_across_relations_is_djangos_400(
+    admin_client: Client, world: dict[str, str], model: str, query: str
+) -> None:
     table = MODELS[model]._meta.db_table
     with CaptureQueriesContext(connection) as queries:
         response = admin_client.get(f"{changelist(model)}?{query}")
@@ -276,7 +284,9 @@ ODD_IDS = [
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("view", ["change", "delete", "history"])
-def test_odd_ids_in_object_urls_are_never_a_server_error(admin_client, world, model, view):
+def test_odd_ids_in_object_urls_are_never_a_server_error(
+    admin_client: Client, world: dict[str, str], model: str, view: str
+) -> None:
     for pk in ODD_IDS:
         response = admin_client.get(object_url(model, pk, view))
         # " 1" and "\u0661" are 1 to Django's integer fields: a real row (200) for row models.
@@ -286,7 +296,9 @@ def test_odd_ids_in_object_urls_are_never_a_server_error(admin_client, world, mo
 
 
 @pytest.mark.parametrize("page", ["0", "-1", "x", "9" * 40, "%00", "\u0661", "1.5", ""])
-def test_odd_transcript_pages_are_never_a_server_error(admin_client, world, page):
+def test_odd_transcript_pages_are_never_a_server_error(
+    admin_client: Client, world: dict[str, str], page: str
+) -> None:
     response = admin_client.get(object_url("conversation", world["conversation"]) + f"?page={page}")
     assert response.status_code == 200
 
@@ -328,10 +340,12 @@ def queries_for(model: str) -> st.SearchStrategy[list[tuple[str, str]]]:
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_no_changelist_query_string_is_a_server_error(admin_client, world, model):
+def test_no_changelist_query_string_is_a_server_error(
+    admin_client: Client, world: dict[str, str], model: str
+) -> None:
     @QUICK
     @given(pairs=queries_for(model))
-    def check(pairs):
+    def check(pairs: list[tuple[str, str]]) -> None:
         query = urlencode(pairs)
         response = admin_client.get(f"{changelist(model)}?{query}")
         # 200: a list; 302: Django's ?e=1 (or, with ?e=1 given, its "invalid setup" page);
@@ -344,13 +358,15 @@ def test_no_changelist_query_string_is_a_server_error(admin_client, world, model
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_no_object_url_is_a_server_error(admin_client, world, model):
+def test_no_object_url_is_a_server_error(
+    admin_client: Client, world: dict[str, str], model: str
+) -> None:
     @QUICK
     @given(
         pk=st.one_of(st.text(max_size=40), st.integers().map(str), st.uuids().map(str)),
         view=st.sampled_from(["change", "delete", "history"]),
     )
-    def check(pk, view):
+    def check(pk: str, view: str) -> None:
         pk = pk.replace("/", "")
         path = object_url(
             model, pk.replace("%", "%25").replace("?", "%3F").replace("#", "%23"), view
@@ -364,7 +380,9 @@ def test_no_object_url_is_a_server_error(admin_client, world, model):
 # ----------------------------------------------------------------------------- deleting
 
 
-def test_deleting_returns_to_the_conversation_list(admin_client, world):
+def test_deleting_returns_to_the_conversation_list(
+    admin_client: Client, world: dict[str, str]
+) -> None:
     pk = world["conversation"]
     url = reverse("admin:murmur_conversations_conversation_delete", args=[pk])
     response = admin_client.post(url, {"post": "yes"})
@@ -375,7 +393,9 @@ def test_deleting_returns_to_the_conversation_list(admin_client, world):
     assert "was deleted successfully" in page.text
 
 
-def test_deleting_keeps_the_lists_filters(client, make_user, make_conversation):
+def test_deleting_keeps_the_lists_filters(
+    client: Client, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     from django.contrib.auth.models import Permission
 
     staff = make_user(is_staff=True)
@@ -395,11 +415,11 @@ def test_deleting_keeps_the_lists_filters(client, make_user, make_conversation):
 # ----------------------------------------------------------------------------- actions
 
 
-def drain(response) -> None:
+def drain(response: HttpResponseBase) -> None:
     """Read a streamed answer (an export) to its end, which closes its file (the test client
     closes a streamed response when its content is exhausted)."""
-    if response.streaming:
-        b"".join(response.streaming_content)
+    if isinstance(response, StreamingHttpResponse):
+        response.getvalue()
 
 
 BAD_SELECTIONS = [["nope"], ["%00"], ["\x00"], ["9" * 30], ["", " "], [str(uuid.uuid4()).upper()]]
@@ -407,7 +427,9 @@ BAD_SELECTIONS = [["nope"], ["%00"], ["\x00"], ["9" * 30], ["", " "], [str(uuid.
 
 @pytest.mark.parametrize("action", ["export_murmur_jsonl", "delete_selected", "bogus", ""])
 @pytest.mark.parametrize("selected", BAD_SELECTIONS)
-def test_actions_on_ids_that_name_no_row_change_nothing(admin_client, world, action, selected):
+def test_actions_on_ids_that_name_no_row_change_nothing(
+    admin_client: Client, world: dict[str, str], action: str, selected: list[str]
+) -> None:
     before = Conversation.objects.count()
     for extra in ({}, {"post": "yes"}, {"index": "x"}, {"select_across": "0"}):
         body = {"action": action, "index": "0", "_selected_action": selected, **extra}
@@ -417,7 +439,9 @@ def test_actions_on_ids_that_name_no_row_change_nothing(admin_client, world, act
     assert Conversation.objects.count() == before
 
 
-def test_an_action_keeps_the_valid_ids_among_bad_ones(admin_client, world):
+def test_an_action_keeps_the_valid_ids_among_bad_ones(
+    admin_client: Client, world: dict[str, str]
+) -> None:
     response = admin_client.post(
         changelist("conversation"),
         {
@@ -433,14 +457,16 @@ def test_an_action_keeps_the_valid_ids_among_bad_ones(admin_client, world):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_no_action_post_is_a_server_error(admin_client, world, model):
+def test_no_action_post_is_a_server_error(
+    admin_client: Client, world: dict[str, str], model: str
+) -> None:
     @QUICK
     @given(
         action=st.sampled_from(["export_murmur_jsonl", "delete_selected", "bogus", ""]),
         selected=st.lists(st.one_of(st.text(max_size=40), st.uuids().map(str)), max_size=3),
         index=st.sampled_from(["0", "1", "x", "-1", "9" * 30]),
     )
-    def check(action, selected, index):
+    def check(action: str, selected: list[str], index: str) -> None:
         body = {"action": action, "index": index, "_selected_action": selected}
         response = admin_client.post(changelist(model), body)
         drain(response)

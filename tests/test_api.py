@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db.models import QuerySet
 from django.test import override_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
@@ -25,6 +27,7 @@ from tests.api_helpers import (
     token_client,
     url,
 )
+from tests.helpers import MakeConversation, MakeUser, Response
 
 pytestmark = pytest.mark.django_db
 
@@ -35,30 +38,30 @@ class OnePerMinute(UserRateThrottle):
     rate = "1/minute"
 
 
-def everyone_scope(user):
+def everyone_scope(user: User) -> QuerySet[Conversation]:
     """A SCOPE for tests: every conversation (as a staff or team scope might)."""
     return Conversation.objects.all()
 
 
 @pytest.fixture
-def owner(make_user):
+def owner(make_user: MakeUser) -> User:
     return make_user()
 
 
 @pytest.fixture
-def other(make_user):
+def other(make_user: MakeUser) -> User:
     return make_user()
 
 
 @pytest.fixture
-def own(make_conversation, owner):
+def own(make_conversation: MakeConversation, owner: User) -> Conversation:
     conversation = make_conversation(owner=owner, title="mine")
     services.save_message(conversation=conversation, message={"role": "user", "content": "hello"})
     return conversation
 
 
 @pytest.fixture
-def foreign(make_conversation, other):
+def foreign(make_conversation: MakeConversation, other: User) -> Conversation:
     conversation = make_conversation(owner=other, title="secret title")
     services.save_message(
         conversation=conversation, message={"role": "user", "content": "secret text"}
@@ -67,14 +70,21 @@ def foreign(make_conversation, other):
 
 
 @pytest.fixture
-def client(owner):
+def client(owner: User) -> APIClient:
     return token_client(owner)
 
 
 # ----------------------------------------------------------------------------- the 404
 
 
-def denials(client, method, route, foreign, own, query=""):
+def denials(
+    client: APIClient,
+    method: str,
+    route: str,
+    foreign: Conversation,
+    own: Conversation,
+    query: str = "",
+) -> list[Response]:
     ids = [str(foreign.pk), missing_id(), *malformed_variants(own)]
     send = getattr(client, method)
     return [send(url(i, route) + query) for i in ids]
@@ -82,7 +92,9 @@ def denials(client, method, route, foreign, own, query=""):
 
 @pytest.mark.parametrize("route", DETAIL_ROUTES)
 @pytest.mark.parametrize("method", ["get", "head", "options"])
-def test_foreign_missing_and_malformed_ids_get_one_404(client, own, foreign, route, method):
+def test_foreign_missing_and_malformed_ids_get_one_404(
+    client: APIClient, own: Conversation, foreign: Conversation, route: str, method: str
+) -> None:
     responses = denials(client, method, route, foreign, own)
     first = shape(responses[0])
     assert first[0] == 404
@@ -93,7 +105,9 @@ def test_foreign_missing_and_malformed_ids_get_one_404(client, own, foreign, rou
 
 
 @pytest.mark.parametrize("method", ["patch", "delete"])
-def test_writes_to_foreign_missing_and_malformed_ids_get_one_404(client, own, foreign, method):
+def test_writes_to_foreign_missing_and_malformed_ids_get_one_404(
+    client: APIClient, own: Conversation, foreign: Conversation, method: str
+) -> None:
     responses = denials(client, method, "", foreign, own)
     assert {shape(r) for r in responses} == {shape(responses[0])}
     assert responses[0].content == NOT_FOUND
@@ -102,14 +116,16 @@ def test_writes_to_foreign_missing_and_malformed_ids_get_one_404(client, own, fo
 
 
 @pytest.mark.parametrize("route", DETAIL_ROUTES)
-def test_the_404_comes_before_any_query_parameter(client, own, foreign, route):
+def test_the_404_comes_before_any_query_parameter(
+    client: APIClient, own: Conversation, foreign: Conversation, route: str
+) -> None:
     query = "?limit=x&cursor=forged&since=-1&status=bogus"
     responses = denials(client, "get", route, foreign, own, query)
     assert {shape(r) for r in responses} == {shape(denials(client, "get", route, foreign, own)[0])}
     assert responses[0].content == NOT_FOUND
 
 
-def test_the_404_is_english_in_every_language(client, foreign):
+def test_the_404_is_english_in_every_language(client: APIClient, foreign: Conversation) -> None:
     with override_settings(LANGUAGE_CODE="de"):
         response = client.get(url(foreign.pk), HTTP_ACCEPT_LANGUAGE="fr")
     assert response.content == NOT_FOUND
@@ -119,7 +135,9 @@ def test_the_404_is_english_in_every_language(client, foreign):
     ("route", "methods"),
     [("", ["put", "post"]), *[(r, ["put", "post", "patch", "delete"]) for r in DETAIL_ROUTES[1:]]],
 )
-def test_unsupported_verbs_get_one_405_whatever_the_id(client, own, foreign, route, methods):
+def test_unsupported_verbs_get_one_405_whatever_the_id(
+    client: APIClient, own: Conversation, foreign: Conversation, route: str, methods: list[str]
+) -> None:
     for method in methods:
         ids = [str(own.pk), str(foreign.pk), missing_id(), *malformed_variants(own)]
         responses = [getattr(client, method)(url(i, route), {}, format="json") for i in ids]
@@ -132,7 +150,7 @@ def test_unsupported_verbs_get_one_405_whatever_the_id(client, own, foreign, rou
     assert own.title == "mine"
 
 
-def test_list_route_refuses_writes_with_405(client):
+def test_list_route_refuses_writes_with_405(client: APIClient) -> None:
     response = client.post(f"{API}conversations/", {"title": "x"}, format="json")
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed"
@@ -143,8 +161,12 @@ def test_list_route_refuses_writes_with_405(client):
 
 
 def test_list_shows_only_own_conversations_newest_first(
-    client, owner, own, foreign, make_conversation
-):
+    client: APIClient,
+    owner: User,
+    own: Conversation,
+    foreign: Conversation,
+    make_conversation: MakeConversation,
+) -> None:
     second = make_conversation(owner=owner, title="second")
     response = client.get(f"{API}conversations/?owner={foreign.owner_id}&user={foreign.owner_id}")
     body = response.json()
@@ -154,7 +176,7 @@ def test_list_shows_only_own_conversations_newest_first(
     assert "secret" not in response.content.decode()
 
 
-def test_summary_and_detail_rows(client, own):
+def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
     services.set_status(conversation=own, status="paused", pending_ask={"question": "Proceed?"})
     own.refresh_from_db()
     detail = client.get(url(own.pk)).json()
@@ -178,11 +200,11 @@ def test_summary_and_detail_rows(client, own):
 
 
 @override_settings(MURMUR_CONVERSATIONS={"SCOPE": "tests.test_api.everyone_scope"})
-def test_scope_setting_decides_what_a_user_reads(client, foreign):
+def test_scope_setting_decides_what_a_user_reads(client: APIClient, foreign: Conversation) -> None:
     assert client.get(url(foreign.pk)).json()["title"] == "secret title"
 
 
-def test_inactive_user_is_refused(client, owner, own):
+def test_inactive_user_is_refused(client: APIClient, owner: User, own: Conversation) -> None:
     owner.is_active = False
     owner.save()
     response = client.get(url(own.pk))
@@ -193,14 +215,14 @@ def test_inactive_user_is_refused(client, owner, own):
 # ----------------------------------------------------------------------------- auth and rendering
 
 
-def test_no_credentials_is_401_not_authenticated(own):
+def test_no_credentials_is_401_not_authenticated(own: Conversation) -> None:
     response = APIClient().get(url(own.pk))
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == "Token"
     assert response.json()["code"] == "not_authenticated"
 
 
-def test_bad_credentials_is_401_authentication_failed(own):
+def test_bad_credentials_is_401_authentication_failed(own: Conversation) -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
     response = client.get(f"{API}conversations/")
@@ -208,7 +230,9 @@ def test_bad_credentials_is_401_authentication_failed(own):
     assert response.json()["code"] == "authentication_failed"
 
 
-def test_status_follows_the_hosts_first_authentication_class(own, owner):
+def test_status_follows_the_hosts_first_authentication_class(
+    own: Conversation, owner: User
+) -> None:
     host = {
         "DEFAULT_AUTHENTICATION_CLASSES": [
             "rest_framework.authentication.SessionAuthentication",
@@ -226,7 +250,7 @@ def test_status_follows_the_hosts_first_authentication_class(own, owner):
     assert allowed.status_code == 200
 
 
-def test_host_throttles_apply(client, own):
+def test_host_throttles_apply(client: APIClient, own: Conversation) -> None:
     host = {
         "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
         "DEFAULT_THROTTLE_CLASSES": ["tests.test_api.OnePerMinute"],
@@ -241,7 +265,7 @@ def test_host_throttles_apply(client, own):
     assert "Retry-After" in throttled
 
 
-def test_host_renderers_and_format_are_ignored(client, own):
+def test_host_renderers_and_format_are_ignored(client: APIClient, own: Conversation) -> None:
     host = {
         "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
         "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.BrowsableAPIRenderer"],
@@ -249,8 +273,8 @@ def test_host_renderers_and_format_are_ignored(client, own):
     }
     plain = client.get(url(own.pk))
     with override_settings(REST_FRAMEWORK=host):
-        for extra in ({"HTTP_ACCEPT": "text/html"}, {"HTTP_ACCEPT": "application/json; indent=4"}):
-            response = client.get(url(own.pk) + "?format=api", **extra)
+        for accept in ("text/html", "application/json; indent=4"):
+            response = client.get(url(own.pk) + "?format=api", HTTP_ACCEPT=accept)
             assert response["Content-Type"] == "application/json"
             assert response.content == plain.content
 
@@ -258,7 +282,7 @@ def test_host_renderers_and_format_are_ignored(client, own):
 # ----------------------------------------------------------------------------- PATCH, DELETE
 
 
-def test_patch_replaces_title_and_metadata(client, own):
+def test_patch_replaces_title_and_metadata(client: APIClient, own: Conversation) -> None:
     response = client.patch(url(own.pk), {"title": "new", "metadata": {"k": [1]}}, format="json")
     assert response.status_code == 200
     assert response.json()["title"] == "new"
@@ -286,7 +310,9 @@ def test_patch_replaces_title_and_metadata(client, own):
         ('{"title": "x"}', "text/plain"),
     ],
 )
-def test_patch_refuses_bad_bodies_with_invalid_field(client, own, body, content_type):
+def test_patch_refuses_bad_bodies_with_invalid_field(
+    client: APIClient, own: Conversation, body: str, content_type: str
+) -> None:
     response = client.generic("PATCH", url(own.pk), body, content_type=content_type)
     assert response.status_code == 400
     assert set(response.json()) == {"detail", "code"}
@@ -296,13 +322,13 @@ def test_patch_refuses_bad_bodies_with_invalid_field(client, own, body, content_
 
 
 @override_settings(MURMUR_CONVERSATIONS={"MAX_METADATA_BYTES": 100})
-def test_patch_refuses_metadata_over_the_limit(client, own):
+def test_patch_refuses_metadata_over_the_limit(client: APIClient, own: Conversation) -> None:
     response = client.patch(url(own.pk), {"metadata": {"k": "x" * 200}}, format="json")
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_field"
 
 
-def test_delete_removes_the_conversation(client, own):
+def test_delete_removes_the_conversation(client: APIClient, own: Conversation) -> None:
     response = client.delete(url(own.pk))
     assert response.status_code == 204
     assert response.content == b""
@@ -310,7 +336,7 @@ def test_delete_removes_the_conversation(client, own):
     assert client.get(url(own.pk)).content == NOT_FOUND
 
 
-def test_foreign_delete_changes_nothing(client, foreign):
+def test_foreign_delete_changes_nothing(client: APIClient, foreign: Conversation) -> None:
     assert client.delete(url(foreign.pk)).status_code == 404
     assert Conversation.objects.filter(pk=foreign.pk).exists()
 
@@ -318,14 +344,14 @@ def test_foreign_delete_changes_nothing(client, foreign):
 # ----------------------------------------------------------------------------- inside one
 
 
-def test_pending_ask(client, own):
+def test_pending_ask(client: APIClient, own: Conversation) -> None:
     assert client.get(url(own.pk, "pending/")).json() == {"pending": None}
     ask = {"question": "Deploy?", "component": {"id": "c1"}, "pauseData": [1]}
     services.set_status(conversation=own, status="paused", pending_ask=ask)
     assert client.get(url(own.pk, "pending/")).json() == {"pending": ask}
 
 
-def tool_conversation(own):
+def tool_conversation(own: Conversation) -> None:
     services.save_message(
         conversation=own,
         message={
@@ -345,7 +371,7 @@ def tool_conversation(own):
     )
 
 
-def test_tool_calls_newest_first_with_status_filter(client, own):
+def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conversation) -> None:
     tool_conversation(own)
     body = client.get(url(own.pk, "tool-calls/")).json()
     assert [row["call_id"] for row in body["results"]] == ["c3", "c2", "c1"]
@@ -364,13 +390,15 @@ def test_tool_calls_newest_first_with_status_filter(client, own):
 
 
 @pytest.mark.parametrize("value", [" ", "bogus", "COMPLETED", "completed ", "pending,failed"])
-def test_unknown_tool_status_filter_is_invalid_filter(client, own, value):
+def test_unknown_tool_status_filter_is_invalid_filter(
+    client: APIClient, own: Conversation, value: str
+) -> None:
     response = client.get(url(own.pk, "tool-calls/"), {"status": value})
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_filter"
 
 
-def test_display_rows_shape_and_tool_status(client, own):
+def test_display_rows_shape_and_tool_status(client: APIClient, own: Conversation) -> None:
     tool_conversation(own)
     rows = client.get(url(own.pk, "display-messages/")).json()["results"]
     assert [row["seq"] for row in rows] == [5, 4, 3, 2, 1]
@@ -382,7 +410,7 @@ def test_display_rows_shape_and_tool_status(client, own):
     assert rows[-1]["tool_call_id"] is None
 
 
-def test_transcript_projection(client, own):
+def test_transcript_projection(client: APIClient, own: Conversation) -> None:
     conversation = own
     services.save_messages(
         conversation=conversation,
@@ -420,7 +448,9 @@ def test_transcript_projection(client, own):
 @pytest.mark.parametrize(
     ("limit", "served"), [("0", 1), ("-5", 1), ("x", 3), ("2", 2), ("5000", 3)]
 )
-def test_transcript_limit_rule(client, own, limit, served):
+def test_transcript_limit_rule(
+    client: APIClient, own: Conversation, limit: str, served: int
+) -> None:
     for text in ("two", "three"):
         services.save_message(conversation=own, message={"role": "user", "content": text})
     body = client.get(url(own.pk, "transcript/"), {"limit": limit}).json()
@@ -428,7 +458,7 @@ def test_transcript_limit_rule(client, own, limit, served):
     assert (body["next_cursor"] is None) == (served == 3)
 
 
-def test_transcript_pages_with_its_cursor(client, own):
+def test_transcript_pages_with_its_cursor(client: APIClient, own: Conversation) -> None:
     for index in range(4):
         services.save_message(conversation=own, message={"role": "user", "content": f"m{index}"})
     seen, cursor = [], None
@@ -447,7 +477,7 @@ def test_transcript_pages_with_its_cursor(client, own):
 # ----------------------------------------------------------------------------- ws-ticket
 
 
-def test_ws_ticket_is_bound_to_the_caller(client, owner):
+def test_ws_ticket_is_bound_to_the_caller(client: APIClient, owner: User) -> None:
     response = client.post(f"{API}ws-ticket/")
     assert response.status_code == 200
     body = response.json()
@@ -461,14 +491,14 @@ def test_ws_ticket_is_bound_to_the_caller(client, owner):
     assert redeem_ticket(body["ticket"]) is None
 
 
-def test_ws_ticket_needs_credentials_and_post(client):
+def test_ws_ticket_needs_credentials_and_post(client: APIClient) -> None:
     response = APIClient().post(f"{API}ws-ticket/")
     assert response.status_code == 401
     assert response.json()["code"] == "not_authenticated"
     assert client.get(f"{API}ws-ticket/").status_code == 405
 
 
-def test_ws_ticket_with_a_session_needs_csrf(owner):
+def test_ws_ticket_with_a_session_needs_csrf(owner: User) -> None:
     browser = APIClient(enforce_csrf_checks=True)
     browser.force_login(owner)
     response = browser.post(f"{API}ws-ticket/")

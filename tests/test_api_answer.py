@@ -5,13 +5,15 @@ pending or changed, the usual 404s, CSRF for cookie clients, and the websocket f
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.db import transaction
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoCaptureOnCommitCallbacks
 from rest_framework.test import APIClient
 
 from murmur_conversations import services, signals
@@ -22,29 +24,34 @@ from murmur_conversations.exceptions import (
 )
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.representations import display_row
-from tests.api_helpers import NOT_FOUND, malformed_variants, missing_id, shape, token_client, url
-from tests.helpers import assert_counters_match_rows
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    private_layer,
+from tests.api_helpers import (
+    NOT_FOUND,
+    malformed_variants,
+    missing_id,
+    post_body,
+    shape,
+    token_client,
+    url,
 )
+from tests.helpers import MakeConversation, MakeUser, Response, assert_counters_match_rows
+from tests.import_helpers import JSON
+from tests.realtime_helpers import TIMEOUT, connect, db_async
 
 ASK = {"question": "Deploy to production?", "component": {"id": "confirm"}, "pauseData": {"n": 1}}
 ANSWER = "answer/"
 
 
 @pytest.fixture
-def answered():
+def answered() -> Iterator[list[dict[str, Any]]]:
     """Every ``pending_answered`` sent, with the signals seen before it (their names)."""
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     seen: list[str] = []
 
-    def on_answer(sender, signal=None, **kwargs):
+    def on_answer(sender: object, signal: object = None, **kwargs: Any) -> None:
         events.append({**kwargs, "before": list(seen)})
 
-    def on_other(name):
-        def receiver(sender, signal=None, **kwargs):
+    def on_other(name: str) -> Callable[..., None]:
+        def receiver(sender: object, signal: object = None, **kwargs: Any) -> None:
             seen.append(name)
 
         return receiver
@@ -62,14 +69,14 @@ def answered():
         getattr(signals, name).disconnect(receiver)
 
 
-def paused(conversation, ask=ASK) -> int:
+def paused(conversation: Conversation, ask: JSON = ASK) -> int:
     """Pause ``conversation`` on ``ask``; returns the event_seq the ask was set at."""
     services.set_status(conversation=conversation, status="paused", pending_ask=ask)
     conversation.refresh_from_db()
     return conversation.last_event_seq
 
 
-def state(conversation) -> tuple:
+def state(conversation: Conversation) -> tuple[object, ...]:
     """Everything an answer would change."""
     fresh = Conversation.objects.get(pk=conversation.pk)
     return (
@@ -86,11 +93,14 @@ def state(conversation) -> tuple:
     )
 
 
-def post_answer(client, conversation_id, body, content_type="application/json", **extra):
-    raw = body if isinstance(body, str | bytes) else json.dumps(body)
-    return client.generic(
-        "POST", url(conversation_id, "pending/" + ANSWER), raw, content_type=content_type, **extra
-    )
+def post_answer(
+    client: APIClient,
+    conversation_id: object,
+    body: JSON,
+    content_type: str = "application/json",
+    **extra: Any,
+) -> Response:
+    return post_body(client, url(conversation_id, "pending/" + ANSWER), body, content_type, **extra)
 
 
 # ----------------------------------------------------------------------------- the service
@@ -98,8 +108,10 @@ def post_answer(client, conversation_id, body, content_type="application/json", 
 
 @pytest.mark.django_db
 def test_service_saves_the_answer_clears_the_ask_in_one_event(
-    conversation, answered, django_capture_on_commit_callbacks
-):
+    conversation: Conversation,
+    answered: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     services.save_message(conversation=conversation, message={"role": "user", "content": "go"})
     asked_at = paused(conversation)
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
@@ -117,6 +129,7 @@ def test_service_saves_the_answer_clears_the_ask_in_one_event(
     ]
     assert {r.event_seq for r in rows} == {r.created_event_seq for r in rows} == {asked_at + 1}
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert last is not None
     assert (last.role, last.content) == ("user", "Yes, deploy.")
     assert conversation.transcript_count == 2
     assert_counters_match_rows(conversation)
@@ -132,8 +145,10 @@ def test_service_saves_the_answer_clears_the_ask_in_one_event(
 
 @pytest.mark.django_db
 def test_service_sends_nothing_for_a_rolled_back_answer(
-    conversation, answered, django_capture_on_commit_callbacks
-):
+    conversation: Conversation,
+    answered: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     paused(conversation)
     before = state(conversation)
     with (
@@ -148,7 +163,9 @@ def test_service_sends_nothing_for_a_rolled_back_answer(
 
 
 @pytest.mark.django_db
-def test_service_refuses_when_no_ask_is_pending_and_writes_nothing(conversation, answered):
+def test_service_refuses_when_no_ask_is_pending_and_writes_nothing(
+    conversation: Conversation, answered: list[dict[str, Any]]
+) -> None:
     before = state(conversation)
     with pytest.raises(NoPendingAsk):
         services.answer_pending_ask(conversation=conversation, answer="yes")
@@ -162,7 +179,9 @@ def test_service_refuses_when_no_ask_is_pending_and_writes_nothing(conversation,
 
 
 @pytest.mark.django_db
-def test_a_stale_event_seq_is_refused_and_an_unchanged_ask_is_not(conversation):
+def test_a_stale_event_seq_is_refused_and_an_unchanged_ask_is_not(
+    conversation: Conversation,
+) -> None:
     first = paused(conversation, {"question": "first?"})
     second = paused(conversation, {"question": "second?"})
     before = state(conversation)
@@ -189,7 +208,7 @@ def test_a_stale_event_seq_is_refused_and_an_unchanged_ask_is_not(conversation):
 
 
 @pytest.mark.django_db
-def test_status_only_changes_keep_the_ask_answerable(conversation):
+def test_status_only_changes_keep_the_ask_answerable(conversation: Conversation) -> None:
     asked_at = paused(conversation)
     services.set_status(conversation=conversation, status="interrupted", pending_ask=ASK)
     conversation.refresh_from_db()
@@ -198,7 +217,7 @@ def test_status_only_changes_keep_the_ask_answerable(conversation):
 
 
 @pytest.mark.django_db
-def test_cancelling_clears_the_ask_for_good(conversation):
+def test_cancelling_clears_the_ask_for_good(conversation: Conversation) -> None:
     asked_at = paused(conversation)
     services.cancel_run(conversation=conversation)
     conversation.refresh_from_db()
@@ -223,7 +242,9 @@ def test_cancelling_clears_the_ask_for_good(conversation):
         ("yes", "3"),
     ],
 )
-def test_service_refuses_bad_answers_before_writing(conversation, answer, expected):
+def test_service_refuses_bad_answers_before_writing(
+    conversation: Conversation, answer: Any, expected: Any
+) -> None:
     paused(conversation)
     before = state(conversation)
     with pytest.raises(InvalidContent):
@@ -234,7 +255,7 @@ def test_service_refuses_bad_answers_before_writing(conversation, answer, expect
 
 
 @pytest.mark.django_db
-def test_service_repairs_bad_text_and_takes_the_longest_answer(conversation):
+def test_service_repairs_bad_text_and_takes_the_longest_answer(conversation: Conversation) -> None:
     paused(conversation)
     rows = services.answer_pending_ask(conversation=conversation, answer="a\x00b\ud800")
     assert rows[0].content == {"text": "a\ufffdb\ufffd"}
@@ -246,15 +267,15 @@ def test_service_repairs_bad_text_and_takes_the_longest_answer(conversation):
 
 
 @pytest.mark.django_db
-def test_service_missing_conversation(conversation):
+def test_service_missing_conversation(conversation: Conversation) -> None:
     for ref in (missing_id(), "nope"):
         with pytest.raises(ConversationNotFound):
             services.answer_pending_ask(conversation=ref, answer="yes")
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_async_twin(conversation):
-    await database_sync_to_async(paused)(conversation)
+async def test_async_twin(conversation: Conversation) -> None:
+    await db_async(paused)(conversation)
     rows = await services.aanswer_pending_ask(conversation=conversation.pk, answer="async yes")
     assert rows[0].content == {"text": "async yes"}
     fresh = await Conversation.objects.aget(pk=conversation.pk)
@@ -265,19 +286,21 @@ async def test_async_twin(conversation):
 
 
 @pytest.fixture
-def client(user):
+def client(user: User) -> APIClient:
     return token_client(user)
 
 
 @pytest.fixture
-def foreign(make_user, make_conversation):
+def foreign(make_user: MakeUser, make_conversation: MakeConversation) -> Conversation:
     conversation = make_conversation(owner=make_user(), title="secret")
     paused(conversation)
     return conversation
 
 
 @pytest.mark.django_db
-def test_route_answers_with_the_detail_and_the_saved_rows(client, conversation):
+def test_route_answers_with_the_detail_and_the_saved_rows(
+    client: APIClient, conversation: Conversation
+) -> None:
     asked_at = paused(conversation)
     response = post_answer(client, conversation.pk, {"answer": "Ship it", "event_seq": asked_at})
     assert response.status_code == 200
@@ -296,7 +319,9 @@ def test_route_answers_with_the_detail_and_the_saved_rows(client, conversation):
 
 
 @pytest.mark.django_db
-def test_route_without_event_seq_and_with_null(client, conversation):
+def test_route_without_event_seq_and_with_null(
+    client: APIClient, conversation: Conversation
+) -> None:
     paused(conversation)
     assert post_answer(client, conversation.pk, {"answer": "one"}).status_code == 200
     paused(conversation)
@@ -305,7 +330,9 @@ def test_route_without_event_seq_and_with_null(client, conversation):
 
 
 @pytest.mark.django_db
-def test_answering_twice_or_stale_is_409_and_writes_nothing(client, conversation):
+def test_answering_twice_or_stale_is_409_and_writes_nothing(
+    client: APIClient, conversation: Conversation
+) -> None:
     first = paused(conversation, {"question": "a?"})
     paused(conversation, {"question": "b?"})
     before = state(conversation)
@@ -322,7 +349,9 @@ def test_answering_twice_or_stale_is_409_and_writes_nothing(client, conversation
 
 
 @pytest.mark.django_db
-def test_foreign_missing_and_malformed_ids_are_the_one_404(client, conversation, foreign):
+def test_foreign_missing_and_malformed_ids_are_the_one_404(
+    client: APIClient, conversation: Conversation, foreign: Conversation
+) -> None:
     paused(conversation)
     before = state(foreign)
     ids = [str(foreign.pk), missing_id(), *malformed_variants(conversation)]
@@ -339,7 +368,9 @@ def test_foreign_missing_and_malformed_ids_are_the_one_404(client, conversation,
 
 
 @pytest.mark.django_db
-def test_only_post_and_the_same_405_for_every_id(client, conversation, foreign):
+def test_only_post_and_the_same_405_for_every_id(
+    client: APIClient, conversation: Conversation, foreign: Conversation
+) -> None:
     for method in ("get", "put", "patch", "delete"):
         ids = [str(conversation.pk), str(foreign.pk), missing_id(), "nope"]
         responses = [getattr(client, method)(url(i, "pending/" + ANSWER)) for i in ids]
@@ -376,7 +407,9 @@ def test_only_post_and_the_same_405_for_every_id(client, conversation, foreign):
         (b"\xff\xfe{", "application/json"),
     ],
 )
-def test_bad_bodies_are_invalid_field_and_write_nothing(client, conversation, body, content_type):
+def test_bad_bodies_are_invalid_field_and_write_nothing(
+    client: APIClient, conversation: Conversation, body: str | bytes, content_type: str
+) -> None:
     paused(conversation)
     before = state(conversation)
     response = post_answer(client, conversation.pk, body, content_type)
@@ -387,13 +420,15 @@ def test_bad_bodies_are_invalid_field_and_write_nothing(client, conversation, bo
 
 
 @pytest.mark.django_db
-def test_a_bad_body_is_400_even_without_a_pending_ask(client, conversation):
+def test_a_bad_body_is_400_even_without_a_pending_ask(
+    client: APIClient, conversation: Conversation
+) -> None:
     response = post_answer(client, conversation.pk, {"answer": ""})
     assert response.json()["code"] == "invalid_field"
 
 
 @pytest.mark.django_db
-def test_cookie_clients_need_the_csrf_token_first(user, conversation):
+def test_cookie_clients_need_the_csrf_token_first(user: User, conversation: Conversation) -> None:
     paused(conversation)
     before = state(conversation)
     browser = APIClient(enforce_csrf_checks=True)
@@ -415,7 +450,7 @@ def test_cookie_clients_need_the_csrf_token_first(user, conversation):
 
 
 @pytest.mark.django_db
-def test_no_credentials(conversation):
+def test_no_credentials(conversation: Conversation) -> None:
     paused(conversation)
     response = post_answer(APIClient(), conversation.pk, {"answer": "yes"})
     assert response.status_code == 401
@@ -427,8 +462,10 @@ def test_no_credentials(conversation):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("private_layer")
-async def test_websocket_clients_see_the_row_and_the_status(user, conversation):
-    asked_at = await database_sync_to_async(paused)(conversation)
+async def test_websocket_clients_see_the_row_and_the_status(
+    user: User, conversation: Conversation
+) -> None:
+    asked_at = await db_async(paused)(conversation)
     communicator = await connect(f"ws/conversations/{conversation.pk}/", user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
     assert (snapshot["type"], snapshot["pending"], snapshot["event_seq"]) == (
@@ -436,8 +473,8 @@ async def test_websocket_clients_see_the_row_and_the_status(user, conversation):
         ASK,
         asked_at,
     )
-    client = await database_sync_to_async(token_client)(user)
-    response = await database_sync_to_async(post_answer)(
+    client = await db_async(token_client)(user)
+    response = await db_async(post_answer)(
         client, conversation.pk, {"answer": "from the page", "event_seq": asked_at}
     )
     assert response.status_code == 200
@@ -449,25 +486,27 @@ async def test_websocket_clients_see_the_row_and_the_status(user, conversation):
     await communicator.disconnect()
 
 
-JSON = st.recursive(
+json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
     max_leaves=8,
 )
 BODIES = st.one_of(
-    JSON,
+    json_values,
     st.fixed_dictionaries(
-        {"answer": st.one_of(st.text(max_size=30), JSON)},
-        optional={"event_seq": st.one_of(st.integers(min_value=-5, max_value=2**70), JSON)},
+        {"answer": st.one_of(st.text(max_size=30), json_values)},
+        optional={"event_seq": st.one_of(st.integers(min_value=-5, max_value=2**70), json_values)},
     ),
 )
 
 
 @pytest.mark.django_db
-def test_no_body_is_a_server_error_and_a_refusal_writes_nothing(client, conversation):
+def test_no_body_is_a_server_error_and_a_refusal_writes_nothing(
+    client: APIClient, conversation: Conversation
+) -> None:
     @settings(max_examples=120, deadline=None, derandomize=True)
     @given(body=BODIES)
-    def check(body):
+    def check(body: JSON) -> None:
         if Conversation.objects.get(pk=conversation.pk).pending_ask is None:
             paused(conversation)
         before = state(conversation)

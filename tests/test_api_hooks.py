@@ -3,19 +3,24 @@ at every read, the same 404 for another conversation, 401 for bad tokens, 403 wi
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from django.core import signing
+from django.contrib.auth.models import User
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from murmur_conversations import hooks, services
+from murmur_conversations.models import Conversation
 from tests.api_helpers import NOT_FOUND, missing_id, shape, token_client, url
+from tests.helpers import MakeConversation
 
 pytestmark = pytest.mark.django_db
 GRANT = {"HOOKS": {"recall": {"capabilities": {"conversation": {"read": True}}}}}
 
 
 @pytest.fixture(autouse=True)
-def grants(settings):
+def grants(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = GRANT
 
 
@@ -26,7 +31,7 @@ def hook_client(token: str) -> APIClient:
 
 
 @pytest.fixture
-def filled(conversation):
+def filled(conversation: Conversation) -> Conversation:
     services.save_messages(
         conversation=conversation,
         messages=[{"role": "user", "content": f"m{i}", "id": f"id{i}"} for i in range(5)],
@@ -34,7 +39,7 @@ def filled(conversation):
     return conversation
 
 
-def test_hook_token_reads_the_record_page_by_page(filled):
+def test_hook_token_reads_the_record_page_by_page(filled: Conversation) -> None:
     client = hook_client(hooks.issue_token(hook="recall", conversation=filled))
     first = client.get(url(filled.pk, "record/"), {"limit": 3})
     assert first.status_code == 200
@@ -46,7 +51,9 @@ def test_hook_token_reads_the_record_page_by_page(filled):
     assert second.json()["next_cursor"] is None
 
 
-def test_token_for_another_conversation_is_the_missing_answer(filled, make_conversation):
+def test_token_for_another_conversation_is_the_missing_answer(
+    filled: Conversation, make_conversation: MakeConversation
+) -> None:
     other = make_conversation()
     client = hook_client(hooks.issue_token(hook="recall", conversation=other))
     foreign = client.get(url(filled.pk, "record/"))
@@ -56,7 +63,9 @@ def test_token_for_another_conversation_is_the_missing_answer(filled, make_conve
     assert shape(foreign) == shape(missing) == shape(malformed)
 
 
-def test_hook_without_grant_is_403_and_grant_is_rechecked(filled, settings):
+def test_hook_without_grant_is_403_and_grant_is_rechecked(
+    filled: Conversation, settings: Settings
+) -> None:
     client = hook_client(hooks.issue_token(hook="recall", conversation=filled))
     assert client.get(url(filled.pk, "record/")).status_code == 200
     settings.MURMUR_CONVERSATIONS = {"HOOKS": {}}
@@ -68,24 +77,24 @@ def test_hook_without_grant_is_403_and_grant_is_rechecked(filled, settings):
 @pytest.mark.parametrize(
     "header", ["MurmurHook garbage", "MurmurHook", "MurmurHook a b", "murmurhook x.y.z"]
 )
-def test_bad_token_is_401_with_the_scheme(filled, header):
+def test_bad_token_is_401_with_the_scheme(filled: Conversation, header: str) -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=header)
     response = client.get(url(filled.pk, "record/"))
     assert response.status_code == 401
     assert response.json()["code"] == "authentication_failed"
-    assert response["WWW-Authenticate"] == "MurmurHook"
+    assert response.headers["WWW-Authenticate"] == "MurmurHook"
 
 
-def test_expired_token_is_401(filled, monkeypatch):
+def test_expired_token_is_401(filled: Conversation, monkeypatch: pytest.MonkeyPatch) -> None:
     token = hooks.issue_token(hook="recall", conversation=filled, max_age=5)
-    real_time = signing.time.time
-    monkeypatch.setattr(signing.time, "time", lambda: real_time() + 10)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 10)  # what signing reads
     response = hook_client(token).get(url(filled.pk, "record/"))
     assert response.status_code == 401
 
 
-def test_hook_token_opens_no_other_route(filled):
+def test_hook_token_opens_no_other_route(filled: Conversation) -> None:
     client = hook_client(hooks.issue_token(hook="recall", conversation=filled))
     for route in ("", "display-messages/", "transcript/", "pending/", "tool-calls/"):
         response = client.get(url(filled.pk, route))
@@ -93,13 +102,13 @@ def test_hook_token_opens_no_other_route(filled):
         assert b"m1" not in response.content
 
 
-def test_users_still_read_the_record(filled, user):
+def test_users_still_read_the_record(filled: Conversation, user: User) -> None:
     response = token_client(user).get(url(filled.pk, "record/"))
     assert response.status_code == 200
     assert response.json()["total"] == 5
 
 
-def test_hook_cursor_is_not_a_user_cursor(filled, user):
+def test_hook_cursor_is_not_a_user_cursor(filled: Conversation, user: User) -> None:
     page = token_client(user).get(url(filled.pk, "record/"), {"limit": 2}).json()
     client = hook_client(hooks.issue_token(hook="recall", conversation=filled))
     response = client.get(url(filled.pk, "record/"), {"cursor": page["next_cursor"]})

@@ -1,7 +1,7 @@
 """How the API reads what a client sends (docs/api.md "Authentication", "Request bodies" and
-"Pages"): the demo's token endpoint, bodies of every content type on every route that takes one
-(never a 415; a cookie client without a CSRF token always gets the 403 first), and empty query
-parameters, which count as absent on every listing."""
+"Pages"): bodies of every content type on every route that takes one (never a 415; a cookie
+client without a CSRF token always gets the 403 first), and empty query parameters, which count as
+absent on every listing. The demo's token endpoint is tested with the demo (project/tests)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import json
 from itertools import product
 
 import pytest
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
-from tests.api_helpers import API, token_client, url
+from tests.api_helpers import API, Params, token_client, url
+from tests.helpers import MakeConversation, MakeUser, Response
 
 pytestmark = pytest.mark.django_db
 
@@ -30,58 +32,14 @@ CONTENT_TYPES = [
 ]
 
 
-# ----------------------------------------------------------------------------- the token
-
-
-def test_token_endpoint_gives_a_token_for_authorization_token(user, conversation):
-    anonymous = APIClient()
-    response = anonymous.post(
-        f"{API}token/", {"username": user.username, "password": "pw"}, format="json"
-    )
-    assert response.status_code == 200
-    token = response.json()["token"]
-    assert set(response.json()) == {"token"}
-    form = anonymous.post(f"{API}token/", {"username": user.username, "password": "pw"})
-    assert form.json() == {"token": token}  # one token per user, form bodies too
-    reader = APIClient()
-    reader.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    listed = reader.get(f"{API}conversations/").json()["results"]
-    assert [row["id"] for row in listed] == [str(conversation.pk)]
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"username": "{user}", "password": "wrong"},
-        {"username": "nobody", "password": "pw"},
-        {"username": "{user}"},
-        {"username": "", "password": ""},
-    ],
-)
-def test_token_endpoint_refuses_bad_credentials(user, body):
-    body = {key: value.replace("{user}", user.username) for key, value in body.items()}
-    response = APIClient().post(f"{API}token/", body, format="json")
-    assert response.status_code == 400
-    assert "token" not in response.json()
-
-
-def test_inactive_users_get_no_token(user):
-    user.is_active = False
-    user.save()
-    response = APIClient().post(
-        f"{API}token/", {"username": user.username, "password": "pw"}, format="json"
-    )
-    assert response.status_code == 400
-
-
 # ----------------------------------------------------------------------------- bodies
 
 
-def token(user) -> APIClient:
+def token(user: User) -> APIClient:
     return token_client(user)
 
 
-def cookie(user, *, csrf: bool) -> APIClient:
+def cookie(user: User, *, csrf: bool) -> APIClient:
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(user)
     if csrf:
@@ -89,12 +47,15 @@ def cookie(user, *, csrf: bool) -> APIClient:
     return client
 
 
-def send(client, method, path, body, content_type, csrf):
-    extra = {"HTTP_X_CSRFTOKEN": CSRF} if csrf else {}
-    return client.generic(method, path, body, content_type=content_type, **extra)
+def send(
+    client: APIClient, method: str, path: str, body: str, content_type: str, csrf: bool
+) -> Response:
+    if csrf:
+        return client.generic(method, path, body, content_type=content_type, HTTP_X_CSRFTOKEN=CSRF)
+    return client.generic(method, path, body, content_type=content_type)
 
 
-def routes(conversation):
+def routes(conversation: Conversation) -> list[tuple[str, str, str, dict[str, str], int, int]]:
     """(name, method, path, a valid JSON body, what it answers with application/json, what it
     answers with any other content type): every route that takes a request body."""
     detail, answer = url(conversation.pk), url(conversation.pk, "pending/answer/")
@@ -110,7 +71,9 @@ def routes(conversation):
 @pytest.mark.parametrize(
     ("content_type", "caller"), list(product(CONTENT_TYPES, ["token", "cookie+csrf", "cookie"]))
 )
-def test_no_body_is_a_415_and_csrf_comes_first(make_user, make_conversation, content_type, caller):
+def test_no_body_is_a_415_and_csrf_comes_first(
+    make_user: MakeUser, make_conversation: MakeConversation, content_type: str, caller: str
+) -> None:
     user = make_user()
     for name, method, _path, body, json_status, other_status in routes(make_conversation()):
         conversation = make_conversation(owner=user, title="before")
@@ -134,7 +97,9 @@ def test_no_body_is_a_415_and_csrf_comes_first(make_user, make_conversation, con
 
 @pytest.mark.parametrize("caller", ["token", "cookie+csrf"])
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain", ""])
-def test_empty_bodies_are_refused_as_not_an_object(user, conversation, caller, content_type):
+def test_empty_bodies_are_refused_as_not_an_object(
+    user: User, conversation: Conversation, caller: str, content_type: str
+) -> None:
     services.set_status(conversation=conversation, status="paused", pending_ask={"q": "?"})
     client = token(user) if caller == "token" else cookie(user, csrf=True)
     csrf = caller != "token"
@@ -152,7 +117,9 @@ def test_empty_bodies_are_refused_as_not_an_object(user, conversation, caller, c
     assert (conversation.title, conversation.status) == ("Test conversation", "paused")
 
 
-def test_a_same_site_fetch_with_a_string_body_reaches_the_wire(user, conversation):
+def test_a_same_site_fetch_with_a_string_body_reaches_the_wire(
+    user: User, conversation: Conversation
+) -> None:
     """``fetch("/api/session/", {method: "POST", body: JSON.stringify(...)})`` sends text/plain."""
     browser = cookie(user, csrf=True)
     body = json.dumps({"op": "session-pending", "sessionId": str(conversation.pk)})
@@ -162,7 +129,7 @@ def test_a_same_site_fetch_with_a_string_body_reaches_the_wire(user, conversatio
     assert (refused.status_code, refused.json()["code"]) == (403, "ERR_CSRF_FAILED")
 
 
-def test_a_form_token_is_not_read_bodies_are_json(user, conversation):
+def test_a_form_token_is_not_read_bodies_are_json(user: User, conversation: Conversation) -> None:
     browser = cookie(user, csrf=True)
     form = f"csrfmiddlewaretoken={CSRF}&title=x"
     response = browser.generic(
@@ -175,7 +142,9 @@ def test_a_form_token_is_not_read_bodies_are_json(user, conversation):
 
 
 @pytest.fixture
-def listings(user, conversation, make_conversation):
+def listings(
+    user: User, conversation: Conversation, make_conversation: MakeConversation
+) -> list[str]:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -202,7 +171,7 @@ def listings(user, conversation, make_conversation):
     "query",
     ["cursor=", "since=", "status=", "limit=", "cursor=&since=&status=&limit=", "since=&cursor="],
 )
-def test_an_empty_parameter_is_an_absent_one(user, listings, query):
+def test_an_empty_parameter_is_an_absent_one(user: User, listings: list[str], query: str) -> None:
     client = token(user)
     for path in listings:
         plain = client.get(path)
@@ -211,10 +180,11 @@ def test_an_empty_parameter_is_an_absent_one(user, listings, query):
         assert plain.status_code == 200
 
 
-def test_an_empty_cursor_after_a_real_one_starts_again(user, listings):
+def test_an_empty_cursor_after_a_real_one_starts_again(user: User, listings: list[str]) -> None:
     client = token(user)
     path = listings[1]
     first = client.get(path, {"limit": 1}).json()
     assert first["next_cursor"]
-    again = client.get(path, {"limit": 1, "cursor": ""}).json()
+    empty_cursor: Params = {"limit": 1, "cursor": ""}
+    again = client.get(path, empty_cursor).json()
     assert again == first

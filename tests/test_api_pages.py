@@ -4,33 +4,45 @@ whatever the conversation's length."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
 
 from murmur_conversations import services
-from murmur_conversations.models import DisplayMessage
-from tests.api_helpers import API, token_client, url
+from murmur_conversations.models import Conversation, DisplayMessage
+from tests.api_helpers import API, Params, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def client(user):
+def client(user: User) -> APIClient:
     return token_client(user)
 
 
-def fill(conversation, count, start=0):
+def fill(conversation: Conversation, count: int, start: int = 0) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[{"role": "user", "content": f"m{i}"} for i in range(start, start + count)],
     )
 
 
-def walk(client, path, params=None, between=None):
+def walk(
+    client: APIClient,
+    path: str,
+    params: Params | None = None,
+    between: Callable[[int], None] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """Every page of a listing; ``between(page_number)`` runs after each page."""
-    rows, cursor, pages = [], None, 0
+    rows: list[dict[str, Any]] = []
+    cursor, pages = None, 0
     while True:
         query = dict(params or {})
         if cursor:
@@ -70,7 +82,9 @@ def walk(client, path, params=None, between=None):
         ("99999999999999999999999999", 100),
     ],
 )
-def test_limit_rule(client, conversation, raw, expected):
+def test_limit_rule(
+    client: APIClient, conversation: Conversation, raw: str | None, expected: int
+) -> None:
     fill(conversation, 120)
     params = {} if raw is None else {"limit": raw}
     body = client.get(url(conversation.pk, "record/"), params).json()
@@ -80,13 +94,15 @@ def test_limit_rule(client, conversation, raw, expected):
 
 
 @override_settings(MURMUR_CONVERSATIONS={"PAGE_SIZE": 3, "MAX_PAGE_SIZE": 5})
-def test_limit_follows_the_settings(client, conversation):
+def test_limit_follows_the_settings(client: APIClient, conversation: Conversation) -> None:
     fill(conversation, 10)
     assert len(client.get(url(conversation.pk, "record/")).json()["results"]) == 3
     assert len(client.get(url(conversation.pk, "record/?limit=50")).json()["results"]) == 5
 
 
-def test_next_cursor_is_null_exactly_when_nothing_follows(client, conversation):
+def test_next_cursor_is_null_exactly_when_nothing_follows(
+    client: APIClient, conversation: Conversation
+) -> None:
     fill(conversation, 4)
     first = client.get(url(conversation.pk, "record/?limit=2")).json()
     second = client.get(
@@ -102,10 +118,12 @@ def test_next_cursor_is_null_exactly_when_nothing_follows(client, conversation):
 
 
 @pytest.mark.parametrize("limit", [1, 3, 7, 100])
-def test_record_walk_returns_every_row_once_while_rows_are_appended(client, conversation, limit):
+def test_record_walk_returns_every_row_once_while_rows_are_appended(
+    client: APIClient, conversation: Conversation, limit: int
+) -> None:
     fill(conversation, 20)
 
-    def append(page):
+    def append(page: int) -> None:
         fill(conversation, 2, start=1000 + page * 2)
 
     rows, _ = walk(client, url(conversation.pk, "record/"), {"limit": limit}, between=append)
@@ -114,10 +132,12 @@ def test_record_walk_returns_every_row_once_while_rows_are_appended(client, conv
 
 
 @pytest.mark.parametrize("limit", [1, 4, 50])
-def test_display_walk_returns_every_row_once_while_rows_are_appended(client, conversation, limit):
+def test_display_walk_returns_every_row_once_while_rows_are_appended(
+    client: APIClient, conversation: Conversation, limit: int
+) -> None:
     fill(conversation, 15)  # one save_messages: every row shares one timestamp
 
-    def append(page):
+    def append(page: int) -> None:
         fill(conversation, 1, start=500 + page)
 
     rows, _ = walk(client, url(conversation.pk, "display-messages/"), {"limit": limit}, append)
@@ -125,13 +145,15 @@ def test_display_walk_returns_every_row_once_while_rows_are_appended(client, con
     assert len({r["id"] for r in rows}) == 15
 
 
-def test_display_total_is_the_number_of_rows(client, conversation):
+def test_display_total_is_the_number_of_rows(client: APIClient, conversation: Conversation) -> None:
     fill(conversation, 6)
     body = client.get(url(conversation.pk, "display-messages/?limit=2")).json()
     assert body["total"] == DisplayMessage.objects.filter(conversation=conversation).count() == 6
 
 
-def test_since_walk_returns_every_change_in_event_order(client, conversation):
+def test_since_walk_returns_every_change_in_event_order(
+    client: APIClient, conversation: Conversation
+) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -164,7 +186,9 @@ def test_since_walk_returns_every_change_in_event_order(client, conversation):
 
 
 @pytest.mark.parametrize("value", ["-1", "abc", "1.0", " ", " 1", "+1", "1e3", "\u0661"])
-def test_bad_since_is_invalid_since(client, conversation, value):
+def test_bad_since_is_invalid_since(
+    client: APIClient, conversation: Conversation, value: str
+) -> None:
     response = client.get(url(conversation.pk, "display-messages/"), {"since": value})
     assert response.status_code == 400
     assert response.json() == {
@@ -173,7 +197,7 @@ def test_bad_since_is_invalid_since(client, conversation, value):
     }
 
 
-def test_tool_call_walk(client, conversation):
+def test_tool_call_walk(client: APIClient, conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -187,10 +211,12 @@ def test_tool_call_walk(client, conversation):
     assert [r["call_id"] for r in rows] == [f"c{i}" for i in range(6, -1, -1)]
 
 
-def test_conversation_walk_never_repeats_a_conversation(client, user, make_conversation):
+def test_conversation_walk_never_repeats_a_conversation(
+    client: APIClient, user: User, make_conversation: MakeConversation
+) -> None:
     conversations = [make_conversation(owner=user, title=f"c{i}") for i in range(9)]
 
-    def touch(page):  # writing moves a conversation to the top, behind the walk
+    def touch(page: int) -> None:  # writing moves a conversation to the top, behind the walk
         services.update_conversation(conversation=conversations[page], title=f"t{page}")
 
     rows, _ = walk(client, f"{API}conversations/", {"limit": 2}, between=touch)
@@ -205,7 +231,9 @@ def test_conversation_walk_never_repeats_a_conversation(client, user, make_conve
 
 
 @pytest.fixture
-def cursors(client, conversation, make_conversation, user):
+def cursors(
+    client: APIClient, conversation: Conversation, make_conversation: MakeConversation, user: User
+) -> dict[str, str]:
     fill(conversation, 5)
     services.save_message(
         conversation=conversation,
@@ -220,8 +248,9 @@ def cursors(client, conversation, make_conversation, user):
     make_conversation(owner=user)
     make_conversation(owner=user)
 
-    def first(path, **params):
-        return client.get(path, {"limit": 1, **params}).json()["next_cursor"]
+    def first(path: str, **params: str | int) -> str:
+        cursor: str = client.get(path, {"limit": 1, **params}).json()["next_cursor"]
+        return cursor
 
     return {
         "record": first(url(conversation.pk, "record/")),
@@ -235,14 +264,18 @@ def cursors(client, conversation, make_conversation, user):
 
 
 def test_cursors_are_bound_to_listing_conversation_and_parameters(
-    client, conversation, cursors, make_conversation, user
-):
+    client: APIClient,
+    conversation: Conversation,
+    cursors: dict[str, str],
+    make_conversation: MakeConversation,
+    user: User,
+) -> None:
     other = make_conversation(owner=user)
     fill(other, 5)
     record, display, since = (
         url(conversation.pk, r) for r in ("record/", "display-messages/", "display-messages/")
     )
-    misuse = [
+    misuse: list[tuple[str, str, Params]] = [
         (record, cursors["display"], {}),
         (record, cursors["list"], {}),
         (url(other.pk, "record/"), cursors["record"], {}),
@@ -262,15 +295,18 @@ def test_cursors_are_bound_to_listing_conversation_and_parameters(
         response = client.get(path, {"cursor": cursor, **params})
         assert response.status_code == 400, (path, params)
         assert response.json()["code"] == "invalid_cursor"
-    for path, cursor, params in [
+    allowed: list[tuple[str, str, Params]] = [
         (record, cursors["record"], {}),
         (since, cursors["since"], {"since": 0}),
         (url(conversation.pk, "tool-calls/"), cursors["pending-tools"], {"status": "pending"}),
-    ]:
+    ]
+    for path, cursor, params in allowed:
         assert client.get(path, {"cursor": cursor, **params}).status_code == 200
 
 
-def test_a_list_cursor_is_bound_to_its_caller(cursors, make_user, make_conversation):
+def test_a_list_cursor_is_bound_to_its_caller(
+    cursors: dict[str, str], make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     stranger = make_user()
     make_conversation(owner=stranger)
     response = token_client(stranger).get(f"{API}conversations/", {"cursor": cursors["list"]})
@@ -292,14 +328,14 @@ ROUTES = [
 ]
 
 
-def queries(client, path):
+def queries(client: APIClient, path: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         response = client.get(path)
     assert response.status_code == 200
     return len(captured)
 
 
-def grow(conversation, size):
+def grow(conversation: Conversation, size: int) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -320,7 +356,9 @@ def grow(conversation, size):
     )
 
 
-def test_each_page_makes_a_fixed_number_of_queries(client, user, make_conversation):
+def test_each_page_makes_a_fixed_number_of_queries(
+    client: APIClient, user: User, make_conversation: MakeConversation
+) -> None:
     small, large = make_conversation(owner=user), make_conversation(owner=user)
     grow(small, 2)
     grow(large, 150)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import schemathesis
@@ -16,13 +18,20 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis import checks
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+from schemathesis import BaseSchema, Case, checks
+from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from tests.api_helpers import API, DETAIL_ROUTES, MALFORMED_IDS, shape, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
+#: user name -> (an API client of theirs, their conversations)
+World = dict[str, tuple[APIClient, list[Conversation]]]
 QUICK = settings(
     max_examples=60,
     deadline=None,
@@ -31,9 +40,9 @@ QUICK = settings(
 )
 
 
-def populate(make_user, make_conversation):
+def populate(make_user: MakeUser, make_conversation: MakeConversation) -> World:
     """Three users with two conversations each; every string inside names its owner."""
-    world = {}
+    world: World = {}
     for name in ("ann", "bob", "cyd"):
         owner = make_user(username=f"{name}-{uuid.uuid4().hex[:6]}")
         conversations = []
@@ -66,7 +75,9 @@ QUERIES = st.sampled_from(
 METHODS = st.sampled_from(["get", "head", "options", "patch", "delete", "put", "post"])
 
 
-def test_no_foreign_data_and_every_denial_is_the_missing_answer(make_user, make_conversation):
+def test_no_foreign_data_and_every_denial_is_the_missing_answer(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     world = populate(make_user, make_conversation)
 
     @QUICK
@@ -78,7 +89,7 @@ def test_no_foreign_data_and_every_denial_is_the_missing_answer(make_user, make_
         method=METHODS,
         query=QUERIES,
     )
-    def check(caller, target, pick, route, method, query):
+    def check(caller: str, target: str, pick: int, route: str, method: str, query: str) -> None:
         client, own = world[caller]
         others = [c for name, (_, cs) in world.items() if name != caller for c in cs]
         if method == "delete" and target == "own":
@@ -121,7 +132,7 @@ CHECKS = [
 ]
 
 
-def load_schema(client):
+def load_schema(client: APIClient) -> BaseSchema:
     response = client.get(f"{API}schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     raw = json.loads(response.content)
@@ -136,7 +147,7 @@ def load_schema(client):
 
 
 @contextmanager
-def keep_test_connection():
+def keep_test_connection() -> Iterator[None]:
     """Run WSGI requests without closing the test's database connection around each one (as
     Django's test client does)."""
     request_started.disconnect(close_old_connections)
@@ -148,19 +159,22 @@ def keep_test_connection():
         request_finished.connect(close_old_connections)
 
 
-def test_schema_matches_the_responses(make_user, make_conversation):
+def test_schema_matches_the_responses(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     world = populate(make_user, make_conversation)
     client, own = world["ann"]
     schema = load_schema(client)
-    token = client._credentials["HTTP_AUTHORIZATION"]
+    token = f"Token {Token.objects.get(user=own[0].owner).key}"
     app = get_wsgi_application()
     seen = 0
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
         operation = result.ok()
 
         @settings(QUICK, max_examples=12)
         @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
-        def check(case):
+        def check(case: Case[Any]) -> None:
             ids = case.path_parameters or {}
             if "id" in ids and case.method == "GET" and len(str(ids["id"])) % 2:
                 ids["id"] = str(own[0].pk)  # reads of a real conversation too
@@ -169,6 +183,6 @@ def test_schema_matches_the_responses(make_user, make_conversation):
 
         check()
         seen += 1
-    # the 11 routes of the app, the answer route, the demo token, and feedback (PUT, DELETE),
-    # fork, share links (GET, POST, DELETE) and the shared view
+    # the 11 routes of the app, the answer and access-log routes (the token is the demo's), and
+    # feedback (PUT, DELETE), fork, share links (GET, POST, DELETE) and the shared view
     assert seen == 20

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from murmur_conversations.representations import unix_ms
-from tests.api_helpers import API, malformed_variants, missing_id, token_client
+from tests.api_helpers import API, malformed_variants, missing_id, post_body, token_client
+from tests.helpers import MakeConversation, MakeUser, Response
+from tests.import_helpers import JSON
 
 pytestmark = pytest.mark.django_db
 WIRE = f"{API}session/"
@@ -23,15 +27,14 @@ SESSION_FIRST = {
 }
 
 
-def post(client, body, content_type="application/json"):
-    raw = body if isinstance(body, str | bytes) else json.dumps(body)
-    return client.generic("POST", WIRE, raw, content_type=content_type)
+def post(client: APIClient, body: JSON, content_type: str = "application/json") -> Response:
+    return post_body(client, WIRE, body, content_type)
 
 
-def failure(response, status, code):
+def failure(response: Response, status: int, code: str) -> dict[str, JSON]:
     assert response.status_code == status
-    assert response["Content-Type"] == "application/json"
-    body = response.json()
+    assert response.headers["Content-Type"] == "application/json"
+    body: dict[str, JSON] = response.json()
     assert set(body) == {"error", "code"}
     assert body["code"] == code
     assert isinstance(body["error"], str)
@@ -40,18 +43,24 @@ def failure(response, status, code):
 
 
 @pytest.fixture
-def client(user):
+def client(user: User) -> APIClient:
     return token_client(user)
 
 
 @pytest.fixture
-def foreign(make_user, make_conversation):
+def foreign(make_user: MakeUser, make_conversation: MakeConversation) -> Conversation:
     conversation = make_conversation(owner=make_user(), title="secret")
     services.save_message(conversation=conversation, message={"role": "user", "content": "secret"})
     return conversation
 
 
-def test_session_list(client, user, conversation, make_conversation, foreign):
+def test_session_list(
+    client: APIClient,
+    user: User,
+    conversation: Conversation,
+    make_conversation: MakeConversation,
+    foreign: Conversation,
+) -> None:
     services.save_message(conversation=conversation, message={"role": "user", "content": "hi"})
     later = make_conversation(owner=user)
     services.set_status(conversation=later, status="paused", pending_ask={"question": "?"})
@@ -77,7 +86,9 @@ def test_session_list(client, user, conversation, make_conversation, foreign):
     }
 
 
-def test_session_list_is_the_first_fifty(client, user, make_conversation):
+def test_session_list_is_the_first_fifty(
+    client: APIClient, user: User, make_conversation: MakeConversation
+) -> None:
     for _ in range(51):
         make_conversation(owner=user)
     sessions = post(client, {"op": "session-list", "sessionId": "ignored"}).json()["sessions"]
@@ -86,7 +97,9 @@ def test_session_list_is_the_first_fifty(client, user, make_conversation):
     assert [s["sessionId"] for s in sessions] == [row["id"] for row in page]
 
 
-def test_session_transcript_is_whole_and_projected(client, conversation):
+def test_session_transcript_is_whole_and_projected(
+    client: APIClient, conversation: Conversation
+) -> None:
     messages = [{"role": "user", "content": f"q{i}"} for i in range(1200)]
     messages.append({"role": "tool", "tool_call_id": "x", "content": "hidden"})
     services.save_messages(conversation=conversation, messages=messages)
@@ -97,7 +110,7 @@ def test_session_transcript_is_whole_and_projected(client, conversation):
     assert body["transcript"]["messages"][0] == {"role": "user", "content": "q0"}
 
 
-def test_session_pending(client, conversation):
+def test_session_pending(client: APIClient, conversation: Conversation) -> None:
     request = {"op": "session-pending", "sessionId": str(conversation.pk)}
     assert post(client, request).json() == {"pending": None}
     services.set_status(conversation=conversation, status="paused", pending_ask={"tool": "ask"})
@@ -105,7 +118,9 @@ def test_session_pending(client, conversation):
 
 
 @pytest.mark.parametrize("op", ["session-transcript", "session-pending"])
-def test_foreign_missing_and_malformed_sessions_are_one_404(client, conversation, foreign, op):
+def test_foreign_missing_and_malformed_sessions_are_one_404(
+    client: APIClient, conversation: Conversation, foreign: Conversation, op: str
+) -> None:
     ids = [str(foreign.pk), missing_id(), *malformed_variants(conversation), "x" * 500]
     bodies = []
     for session_id in ids:
@@ -139,23 +154,25 @@ def test_foreign_missing_and_malformed_sessions_are_one_404(client, conversation
         b"\xff\xfe{",
     ],
 )
-def test_bad_bodies_are_invalid_wire_op(client, body):
+def test_bad_bodies_are_invalid_wire_op(client: APIClient, body: str | bytes) -> None:
     failure(post(client, body), 400, "ERR_INVALID_WIRE_OP")
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
-def test_any_content_type_is_read_as_json(client, content_type):
+def test_any_content_type_is_read_as_json(client: APIClient, content_type: str) -> None:
     assert post(client, '{"op": "session-list"}', content_type).status_code == 200
     failure(post(client, "op=session-list", content_type), 400, "ERR_INVALID_WIRE_OP")
 
 
-def test_multipart_body_is_invalid_wire_op(client):
+def test_multipart_body_is_invalid_wire_op(client: APIClient) -> None:
     response = client.post(WIRE, {"op": "session-list"}, format="multipart")
     failure(response, 400, "ERR_INVALID_WIRE_OP")
 
 
 @pytest.mark.parametrize("auth", [SESSION_FIRST, None])
-def test_identity_comes_first(conversation, auth):
+def test_identity_comes_first(
+    conversation: Conversation, auth: dict[str, list[str]] | None
+) -> None:
     anonymous = APIClient()
     bad = APIClient()
     bad.credentials(HTTP_AUTHORIZATION="Token nope")
@@ -166,13 +183,15 @@ def test_identity_comes_first(conversation, auth):
                 failure(post(client, body), 401, "ERR_IDENTITY_NOT_VERIFIED")
 
 
-def test_inactive_user_is_not_verified(client, user):
+def test_inactive_user_is_not_verified(client: APIClient, user: User) -> None:
     user.is_active = False
     user.save()
     failure(post(client, {"op": "session-list"}), 401, "ERR_IDENTITY_NOT_VERIFIED")
 
 
-def test_csrf_after_the_body_and_before_the_session(user, conversation, foreign):
+def test_csrf_after_the_body_and_before_the_session(
+    user: User, conversation: Conversation, foreign: Conversation
+) -> None:
     browser = APIClient(enforce_csrf_checks=True)
     browser.force_login(user)
     failure(post(browser, "garbage"), 400, "ERR_INVALID_WIRE_OP")
@@ -187,7 +206,7 @@ def test_csrf_after_the_body_and_before_the_session(user, conversation, foreign)
     assert post(relaxed, {"op": "session-list"}).status_code == 200
 
 
-def test_other_verbs_are_405_in_wire_shape(client):
+def test_other_verbs_are_405_in_wire_shape(client: APIClient) -> None:
     body = failure(client.get(WIRE), 405, "ERR_METHOD_NOT_ALLOWED")
     assert "GET" in body["error"]
     assert client.get(WIRE)["Allow"] == "POST, OPTIONS"

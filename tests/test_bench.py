@@ -17,7 +17,7 @@ from bench.stats import (
 )
 
 
-def test_percentile_interpolates_and_refuses_nothing():
+def test_percentile_interpolates_and_refuses_nothing() -> None:
     assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
     assert percentile([1.0, 2.0, 3.0], 0) == 1.0
     assert percentile([1.0, 2.0, 3.0], 100) == 3.0
@@ -25,7 +25,7 @@ def test_percentile_interpolates_and_refuses_nothing():
         percentile([], 50)
 
 
-def test_round_ratios_pair_rounds_by_index():
+def test_round_ratios_pair_rounds_by_index() -> None:
     ours = [[2.0, 2.0], [3.0, 5.0]]
     floor = [[1.0, 1.0], [2.0, 2.0]]
     assert round_ratios(ours, floor, statistic="mean", kind="time") == [2.0, 2.0]
@@ -34,7 +34,7 @@ def test_round_ratios_pair_rounds_by_index():
         round_ratios(ours, floor[:1], statistic="mean", kind="time")
 
 
-def test_ratio_summary_and_verdicts():
+def test_ratio_summary_and_verdicts() -> None:
     summary = summarize_ratio("ours / floor", [1.2, 1.6, 1.4], Target("<=", 1.3))
     assert (summary.median, summary.low, summary.high) == (1.4, 1.2, 1.6)
     assert summary.verdict == "MISSES"
@@ -43,14 +43,14 @@ def test_ratio_summary_and_verdicts():
     assert summary.as_dict()["target"] == "<= 1.3"
 
 
-def test_variant_summary_throughput_counts_items():
+def test_variant_summary_throughput_counts_items() -> None:
     summary = summarize_variant([[0.01, 0.03], [0.02, 0.02]], items_per_op=100)
     assert summary.operations == 4
     assert summary.mean_of_rounds == pytest.approx(0.02)
     assert summary.items_per_second == pytest.approx(5000)
 
 
-def test_formatting():
+def test_formatting() -> None:
     assert format_seconds(0.000412) == "412 us"
     assert format_seconds(0.00307) == "3.07 ms"
     assert format_seconds(2.5) == "2.5 s"
@@ -60,7 +60,7 @@ def test_formatting():
     assert table.splitlines() == ["a    bb", "---  --", "xxx  y"]
 
 
-def test_run_benchmark_interleaves_rounds_after_warmup():
+def test_run_benchmark_interleaves_rounds_after_warmup() -> None:
     calls: list[str] = []
     benchmark = Benchmark(
         name="fake",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ Transfer/sec:      1.20MB
 """
 
 
-def test_parse_wrk_reads_rate_percentiles_and_bad_answers():
+def test_parse_wrk_reads_rate_percentiles_and_bad_answers() -> None:
     result = parse_wrk(WRK_OUTPUT)
     assert result.requests_per_s == 166.25
     assert result.p50_s == pytest.approx(0.0059)
@@ -37,12 +38,12 @@ def test_parse_wrk_reads_rate_percentiles_and_bad_answers():
         parse_wrk("connection refused")
 
 
-def test_missing_wrk_is_a_reason_not_a_crash(monkeypatch):
+def test_missing_wrk_is_a_reason_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     assert "wrk is not installed" in (wrk_missing() or "")
 
 
-def test_rewrite_ids_is_consistent_within_a_copy_and_new_across_copies():
+def test_rewrite_ids_is_consistent_within_a_copy_and_new_across_copies() -> None:
     line = b'{"uuid":"5877060c-0a35-4f68-90a6-fdaa3727859a","parentUuid":"5877060c-0a35-4f68-90a6-fdaa3727859a","id":"toolu_01AB"}'
     one, two = rewrite_ids(line, 1), rewrite_ids(line, 2)
     first = json.loads(one)
@@ -52,7 +53,7 @@ def test_rewrite_ids_is_consistent_within_a_copy_and_new_across_copies():
     assert rewrite_ids(line, 1) == one
 
 
-def test_replicate_reaches_the_size(tmp_path):
+def test_replicate_reaches_the_size(tmp_path: Path) -> None:
     source = tmp_path / "s.jsonl"
     source.write_bytes(b'{"sessionId":"5877060c-0a35-4f68-90a6-fdaa3727859a"}\n' * 100)
     files = replicate(source, tmp_path / "out", 0.02)
@@ -60,7 +61,9 @@ def test_replicate_reaches_the_size(tmp_path):
     assert len({(tmp_path / "out" / f).read_bytes() for f in files}) == len(files)
 
 
-def test_the_import_row_reads_murmur_corpus_and_skips_without_it(monkeypatch, tmp_path):
+def test_the_import_row_reads_murmur_corpus_and_skips_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("BENCH_CORPUS", raising=False)
     monkeypatch.setenv("MURMUR_CORPUS", str(tmp_path))
     assert import_row.corpus_dir() == tmp_path
@@ -76,14 +79,14 @@ def test_the_import_row_reads_murmur_corpus_and_skips_without_it(monkeypatch, tm
     ]
 
 
-def test_measuring_variants_record_their_own_value():
+def test_measuring_variants_record_their_own_value() -> None:
     values = iter([0.5, 0.25, 0.125])
     benchmark = Benchmark("b", "", "req", [Variant("v", lambda: next(values), 1, measures=True)])
     result = run_benchmark(benchmark, rounds=2, warmup=1)
     assert result.rounds["v"] == [[0.25], [0.125]]
 
 
-def test_skip_rows_say_why():
+def test_skip_rows_say_why() -> None:
     assert Skip("http", "whole row", "wrk is not installed").row()[1] == (
         "whole row: skipped (wrk is not installed)"
     )

@@ -13,10 +13,10 @@ from django.utils import timezone
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
-def test_recover_interrupted_command(conversation):
+def test_recover_interrupted_command(conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -53,7 +53,7 @@ def test_recover_interrupted_command(conversation):
         ["--conversation", "4F6A3C2E-0000-0000-0000-000000000000"],
     ],
 )
-def test_recover_interrupted_bad_arguments(args):
+def test_recover_interrupted_bad_arguments(args: list[str]) -> None:
     with pytest.raises(CommandError) as info:
         call_command("recover_interrupted", *args)
     assert info.value.returncode == 2

@@ -4,32 +4,46 @@ WriteConflict, never a raw database error; positions and seqs stay gapless; dupl
 from __future__ import annotations
 
 import threading
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from murmur_conversations import services
-from murmur_conversations.exceptions import WriteConflict
-from murmur_conversations.models import Message, ToolCall
+from murmur_conversations.exceptions import ConversationsError, InvalidToolTransition, WriteConflict
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITERS = 50
+T = TypeVar("T")
 
 
-def run_threads(count, target):
-    """Start ``count`` threads at one barrier; return (results, errors) in thread order."""
+def run_threads(
+    count: int,
+    target: Callable[[int], T],
+    *,
+    expected: tuple[type[ConversationsError], ...] = (WriteConflict,),
+) -> tuple[list[T | None], list[ConversationsError | None]]:
+    """Start ``count`` threads at one barrier; return (results, errors) in thread order.
+
+    A thread may fail only with one of the ``expected`` errors (by default ``WriteConflict``,
+    the retryable one): anything else (a raw database error above all) fails the test here,
+    with every such error listed."""
     barrier = threading.Barrier(count)
-    results: list = [None] * count
-    errors: list = [None] * count
+    results: list[T | None] = [None] * count
+    raised: list[BaseException | None] = [None] * count
 
-    def work(index):
+    def work(index: int) -> None:
         try:
             barrier.wait()
             results[index] = target(index)
-        except Exception as error:  # collected and asserted by the caller
-            errors[index] = error
+        except BaseException as error:  # every error is checked below, none is dropped
+            raised[index] = error
         finally:
             connections.close_all()
 
@@ -38,19 +52,20 @@ def run_threads(count, target):
         thread.start()
     for thread in threads:
         thread.join()
+    unexpected = [e for e in raised if e is not None and not isinstance(e, expected)]
+    assert unexpected == [], [repr(e) for e in unexpected]
+    errors = [e if isinstance(e, ConversationsError) else None for e in raised]
     return results, errors
 
 
-def test_fifty_writers_append_to_one_conversation(conversation):
-    def append(index):
+def test_fifty_writers_append_to_one_conversation(conversation: Conversation) -> None:
+    def append(index: int) -> list[DisplayMessage]:
         return services.save_message(
             conversation=conversation.pk,
             message={"role": "user", "content": f"writer {index}", "id": f"w{index}"},
         )
 
     _, errors = run_threads(WRITERS, append)
-    unexpected = [e for e in errors if e is not None and not isinstance(e, WriteConflict)]
-    assert unexpected == []
     landed = WRITERS - sum(isinstance(e, WriteConflict) for e in errors)
     assert Message.objects.filter(conversation=conversation).count() == landed
     assert landed > 0
@@ -59,8 +74,8 @@ def test_fifty_writers_append_to_one_conversation(conversation):
     assert conversation.last_event_seq == landed
 
 
-def test_concurrent_duplicates_store_one_message(conversation):
-    def append(index):
+def test_concurrent_duplicates_store_one_message(conversation: Conversation) -> None:
+    def append(index: int) -> list[DisplayMessage]:
         return services.save_message(
             conversation=conversation.pk,
             message={
@@ -73,8 +88,7 @@ def test_concurrent_duplicates_store_one_message(conversation):
             },
         )
 
-    results, errors = run_threads(20, append)
-    assert [e for e in errors if e is not None and not isinstance(e, WriteConflict)] == []
+    results, _ = run_threads(20, append)
     assert Message.objects.filter(conversation=conversation).count() == 1
     assert ToolCall.objects.filter(conversation=conversation).count() == 1
     row_ids = {tuple(r.pk for r in rows) for rows in results if rows is not None}
@@ -82,16 +96,16 @@ def test_concurrent_duplicates_store_one_message(conversation):
     assert_counters_match_rows(conversation)
 
 
-def test_concurrent_start_conversation_returns_one(user):
-    def start(index):
+def test_concurrent_start_conversation_returns_one(user: User) -> None:
+    def start(index: int) -> uuid.UUID:
         return services.start_conversation(owner=user, source="muse", external_id="same").pk
 
     results, errors = run_threads(10, start)
-    assert [e for e in errors if e is not None and not isinstance(e, WriteConflict)] == []
     assert len({r for r in results if r is not None}) == 1
+    assert all((r is None) == (e is not None) for r, e in zip(results, errors, strict=True))
 
 
-def test_concurrent_results_end_each_call_once(conversation):
+def test_concurrent_results_end_each_call_once(conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -102,9 +116,9 @@ def test_concurrent_results_end_each_call_once(conversation):
         },
     )
 
-    def finish(index):
+    def finish(index: int) -> object:
         call = f"c{index % 5}"
-        if index % 2:
+        if index % 2:  # a result never raises but WriteConflict (docs/write-path.md)
             return services.save_message(
                 conversation=conversation.pk,
                 message={"role": "tool", "tool_call_id": call, "content": str(index)},
@@ -115,18 +129,23 @@ def test_concurrent_results_end_each_call_once(conversation):
                 status="failed",
                 tool_info={"call_id": call, "error": "x"},
             )
-        except Exception as error:
+        except InvalidToolTransition as error:  # the call had ended already: refused, unchanged
             return error
 
-    run_threads(20, finish)
+    results, errors = run_threads(20, finish)
+    stored_results = [r for i, r in enumerate(results) if i % 2 and r is not None]
+    assert DisplayMessage.objects.filter(
+        conversation=conversation, content_type="tool_result"
+    ).count() == len(stored_results)
     for call in ToolCall.objects.filter(conversation=conversation):
         assert call.status in ("completed", "failed")
         assert call.finished_at is not None
+    assert all((r is None) == (e is not None) for r, e in zip(results, errors, strict=True))
     assert_counters_match_rows(conversation)
 
 
 @pytest.mark.parametrize("earlier", [10, 5000])
-def test_save_message_query_count_does_not_grow(conversation, earlier):
+def test_save_message_query_count_does_not_grow(conversation: Conversation, earlier: int) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[

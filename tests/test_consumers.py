@@ -6,36 +6,41 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from murmur_conversations import services
-from murmur_conversations.models import DisplayMessage
+from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
 from murmur_conversations.realtime.frames import MAX_VALUE_BYTES
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
+from tests.helpers import MakeConversation, MakeUser
+from tests.import_helpers import JSON
+from tests.realtime_helpers import (
     TIMEOUT,
+    Frame,
     connect,
+    db_async,
     expect_close,
     frames_until,
-    private_layer,
     ticket_for,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 
 
-def path_of(conversation) -> str:
+def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
-save = database_sync_to_async(services.save_message)
-set_status = database_sync_to_async(services.set_status)
+save = db_async(services.save_message)
+set_status = db_async(services.set_status)
 
 
-async def call_bash(conversation, call_id: str = "c1"):
+async def call_bash(conversation: Conversation, call_id: str = "c1") -> list[DisplayMessage]:
     """The assistant asks for one ``bash`` call (a pending tool-call card)."""
     return await save(
         conversation=conversation,
@@ -46,11 +51,11 @@ async def call_bash(conversation, call_id: str = "c1"):
     )
 
 
-async def say(conversation, text: str, **extra):
+async def say(conversation: Conversation, text: str, **extra: JSON) -> list[DisplayMessage]:
     return await save(conversation=conversation, message={"role": "user", "content": text, **extra})
 
 
-async def sentinel(communicator, conversation) -> list[dict]:
+async def sentinel(communicator: WebsocketCommunicator, conversation: Conversation) -> list[Frame]:
     """Write a marker and return every frame up to its ``display_message_saved``: proves that
     nothing else was waiting before it (no duplicate, nothing extra)."""
     marker = f"marker-{uuid.uuid4().hex}"
@@ -66,13 +71,15 @@ async def sentinel(communicator, conversation) -> list[dict]:
 # ------------------------------------------------------------------------------ close codes
 
 
-async def test_no_credentials_closes_4401(conversation):
+async def test_no_credentials_closes_4401(conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation))
     await expect_close(communicator, 4401)
 
 
 @pytest.mark.parametrize("ticket", ["", "garbage", "a" * 2000, "x:y:z"])
-async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(conversation, user, ticket):
+async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(
+    conversation: Conversation, user: User, ticket: str
+) -> None:
     communicator = await connect(f"{path_of(conversation)}?ticket={ticket}")
     await expect_close(communicator, 4401)
     repeated = f"{path_of(conversation)}?ticket={ticket_for(user)}&ticket={ticket_for(user)}"
@@ -80,12 +87,14 @@ async def test_bad_ticket_closes_4401_even_with_a_good_one_repeated(conversation
     await expect_close(communicator, 4401)
 
 
-async def test_inactive_user_ticket_closes_4401(make_user, make_conversation):
-    owner = await database_sync_to_async(make_user)()
-    conversation = await database_sync_to_async(make_conversation)(owner=owner)
+async def test_inactive_user_ticket_closes_4401(
+    make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
+    owner = await db_async(make_user)()
+    conversation = await db_async(make_conversation)(owner=owner)
     ticket = ticket_for(owner)
     owner.is_active = False
-    await database_sync_to_async(owner.save)()
+    await db_async(owner.save)()
     communicator = await connect(f"{path_of(conversation)}?ticket={ticket}")
     await expect_close(communicator, 4401)
 
@@ -103,37 +112,43 @@ async def test_inactive_user_ticket_closes_4401(make_user, make_conversation):
         "nested/deeper",
     ],
 )
-async def test_malformed_ids_close_4404(user, conversation_id):
+async def test_malformed_ids_close_4404(user: User, conversation_id: str) -> None:
     if conversation_id == "missing":
         conversation_id = str(uuid.uuid4())
     communicator = await connect(f"ws/conversations/{conversation_id}/", user)
     await expect_close(communicator, 4404)
 
 
-async def test_uppercase_spelling_of_an_own_id_closes_4404(user, conversation):
+async def test_uppercase_spelling_of_an_own_id_closes_4404(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(f"ws/conversations/{str(conversation.pk).upper()}/", user)
     await expect_close(communicator, 4404)
 
 
-async def test_foreign_conversation_closes_4404_like_a_missing_one(make_user, conversation):
-    stranger = await database_sync_to_async(make_user)()
+async def test_foreign_conversation_closes_4404_like_a_missing_one(
+    make_user: MakeUser, conversation: Conversation
+) -> None:
+    stranger = await db_async(make_user)()
     communicator = await connect(path_of(conversation), stranger)
     await expect_close(communicator, 4404)
 
 
-async def test_foreign_id_with_bad_since_still_closes_4404(make_user, conversation):
-    stranger = await database_sync_to_async(make_user)()
+async def test_foreign_id_with_bad_since_still_closes_4404(
+    make_user: MakeUser, conversation: Conversation
+) -> None:
+    stranger = await db_async(make_user)()
     communicator = await connect(f"{path_of(conversation)}?since=-1", stranger)
     await expect_close(communicator, 4404)
 
 
 @pytest.mark.parametrize("since", ["-1", "abc", "1.5", "", "1e3", "+1", " 1", "٣"])
-async def test_bad_since_closes_4400(user, conversation, since):
+async def test_bad_since_closes_4400(user: User, conversation: Conversation, since: str) -> None:
     communicator = await connect(f"{path_of(conversation)}?since={since}", user)
     await expect_close(communicator, 4400)
 
 
-async def test_repeated_since_closes_4400(user, conversation):
+async def test_repeated_since_closes_4400(user: User, conversation: Conversation) -> None:
     communicator = await connect(f"{path_of(conversation)}?since=0&since=1", user)
     await expect_close(communicator, 4400)
 
@@ -141,11 +156,11 @@ async def test_repeated_since_closes_4400(user, conversation):
 # ------------------------------------------------------------------------------ snapshot, replay
 
 
-async def test_snapshot_frame(user, conversation):
+async def test_snapshot_frame(user: User, conversation: Conversation) -> None:
     await set_status(conversation=conversation, status="paused", pending_ask={"question": "ok?"})
     communicator = await connect(path_of(conversation), user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(conversation.refresh_from_db)()
+    await db_async(conversation.refresh_from_db)()
     assert snapshot == {
         "type": "snapshot",
         "conversation_id": str(conversation.pk),
@@ -171,7 +186,9 @@ async def test_snapshot_frame(user, conversation):
     await communicator.disconnect()
 
 
-async def test_replay_since_sends_changes_in_event_order(user, conversation):
+async def test_replay_since_sends_changes_in_event_order(
+    user: User, conversation: Conversation
+) -> None:
     await say(conversation, "one")  # event 1
     await save(
         conversation=conversation,
@@ -183,7 +200,7 @@ async def test_replay_since_sends_changes_in_event_order(user, conversation):
             ],
         },
     )  # event 2
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
     )  # event 3
     await say(conversation, "three")  # event 4
@@ -204,9 +221,11 @@ async def test_replay_since_sends_changes_in_event_order(user, conversation):
     await communicator.disconnect()
 
 
-async def test_replay_marks_rows_created_before_since_as_updated(user, conversation):
+async def test_replay_marks_rows_created_before_since_as_updated(
+    user: User, conversation: Conversation
+) -> None:
     await call_bash(conversation)  # event 1
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="executing", tool_info={"call_id": "c1"}
     )  # event 2
     communicator = await connect(f"{path_of(conversation)}?since=1", user)
@@ -220,7 +239,7 @@ async def test_replay_marks_rows_created_before_since_as_updated(user, conversat
     await communicator.disconnect()
 
 
-async def test_replay_announces_a_status_change(user, conversation):
+async def test_replay_announces_a_status_change(user: User, conversation: Conversation) -> None:
     await say(conversation, "one")  # event 1
     await set_status(conversation=conversation, status="running")  # event 2
     communicator = await connect(f"{path_of(conversation)}?since=1", user)
@@ -238,7 +257,9 @@ async def test_replay_announces_a_status_change(user, conversation):
 
 
 @pytest.mark.parametrize("since", ["3", "99999999999999999999999"])
-async def test_since_at_or_above_the_head_replays_nothing(user, conversation, since):
+async def test_since_at_or_above_the_head_replays_nothing(
+    user: User, conversation: Conversation, since: str
+) -> None:
     for text in ("a", "b", "c"):
         await say(conversation, text)
     communicator = await connect(f"{path_of(conversation)}?since={since}", user)
@@ -247,11 +268,9 @@ async def test_since_at_or_above_the_head_replays_nothing(user, conversation, si
     await communicator.disconnect()
 
 
-async def test_more_than_500_rows_send_one_resync(user, conversation):
+async def test_more_than_500_rows_send_one_resync(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(501)]
-    await database_sync_to_async(services.save_messages)(
-        conversation=conversation, messages=messages
-    )
+    await db_async(services.save_messages)(conversation=conversation, messages=messages)
     await say(conversation, "last")
     communicator = await connect(f"{path_of(conversation)}?since=0", user)
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -263,11 +282,9 @@ async def test_more_than_500_rows_send_one_resync(user, conversation):
     await communicator.disconnect()
 
 
-async def test_exactly_500_rows_are_replayed(user, conversation):
+async def test_exactly_500_rows_are_replayed(user: User, conversation: Conversation) -> None:
     messages = [{"role": "user", "content": f"m{i}"} for i in range(500)]
-    await database_sync_to_async(services.save_messages)(
-        conversation=conversation, messages=messages
-    )
+    await db_async(services.save_messages)(conversation=conversation, messages=messages)
     communicator = await connect(f"{path_of(conversation)}?since=0", user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     replay = [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(500)]
@@ -278,7 +295,9 @@ async def test_exactly_500_rows_are_replayed(user, conversation):
 # ------------------------------------------------------------------------------ live events
 
 
-async def test_live_events_of_one_call_come_in_contract_order(user, conversation):
+async def test_live_events_of_one_call_come_in_contract_order(
+    user: User, conversation: Conversation
+) -> None:
     await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
@@ -307,13 +326,11 @@ async def test_live_events_of_one_call_come_in_contract_order(user, conversation
         "result": "done",
         "error": None,
     }
-    await database_sync_to_async(services.cancel_run)(conversation=conversation)
+    await db_async(services.cancel_run)(conversation=conversation)
     frames = [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(2)]
     assert [f["type"] for f in frames] == ["display_message_saved", "status_changed"]
     assert frames[1]["status"] == "cancelled"
-    await database_sync_to_async(services.update_conversation)(
-        conversation=conversation, title="Renamed"
-    )
+    await db_async(services.update_conversation)(conversation=conversation, title="Renamed")
     frame = await communicator.receive_json_from(timeout=TIMEOUT)
     assert frame["type"] == "conversation_updated"
     assert frame["event_seq"] == 4
@@ -321,7 +338,9 @@ async def test_live_events_of_one_call_come_in_contract_order(user, conversation
     await communicator.disconnect()
 
 
-async def test_display_message_row_matches_the_rest_shape(user, conversation):
+async def test_display_message_row_matches_the_rest_shape(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     rows = await say(conversation, "hello")
@@ -346,11 +365,11 @@ async def test_display_message_row_matches_the_rest_shape(user, conversation):
     await communicator.disconnect()
 
 
-async def test_a_rolled_back_write_sends_nothing(user, conversation):
+async def test_a_rolled_back_write_sends_nothing(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
 
-    def rolled_back():
+    def rolled_back() -> None:
         with pytest.raises(RuntimeError), transaction.atomic():
             services.save_message(
                 conversation=conversation, message={"role": "user", "content": "ghost"}
@@ -358,20 +377,18 @@ async def test_a_rolled_back_write_sends_nothing(user, conversation):
             services.set_status(conversation=conversation, status="running")
             raise RuntimeError("abort")
 
-    await database_sync_to_async(rolled_back)()
+    await db_async(rolled_back)()
     frames = await sentinel(communicator, conversation)
     assert len(frames) == 1
     assert frames[0]["event_seq"] == 1  # the rolled-back event_seq was never taken
-    assert not await database_sync_to_async(
-        DisplayMessage.objects.filter(content={"text": "ghost"}).exists
-    )()
+    assert not await db_async(DisplayMessage.objects.filter(content={"text": "ghost"}).exists)()
     await communicator.disconnect()
 
 
-async def test_delta_is_forwarded(user, conversation):
+async def test_delta_is_forwarded(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(services.broadcast_delta)(
+    await db_async(services.broadcast_delta)(
         conversation=conversation, stream_id="turn-1", text="Hel"
     )
     assert await communicator.receive_json_from(timeout=TIMEOUT) == {
@@ -383,26 +400,28 @@ async def test_delta_is_forwarded(user, conversation):
     await communicator.disconnect()
 
 
-async def test_events_of_other_conversations_are_not_sent(user, conversation, make_conversation):
-    other = await database_sync_to_async(make_conversation)()
+async def test_events_of_other_conversations_are_not_sent(
+    user: User, conversation: Conversation, make_conversation: MakeConversation
+) -> None:
+    other = await db_async(make_conversation)()
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await say(other, "elsewhere")
-    await database_sync_to_async(services.broadcast_delta)(
-        conversation=other, stream_id="s", text="x"
-    )
+    await db_async(services.broadcast_delta)(conversation=other, stream_id="s", text="x")
     assert len(await sentinel(communicator, conversation)) == 1
     await communicator.disconnect()
 
 
-async def test_a_lost_event_is_filled_from_the_database(user, conversation):
+async def test_a_lost_event_is_filled_from_the_database(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     real = broadcast.get_broadcaster()
     lost: list[str] = []
 
     class Lossy(broadcast.Broadcaster):
-        def publish(self, group, message):
+        def publish(self, group: str, message: dict[str, Any]) -> bool:
             if message["type"] == "murmur.events" and not lost:
                 lost.append(group)
                 return False
@@ -425,7 +444,9 @@ async def test_a_lost_event_is_filled_from_the_database(user, conversation):
     await communicator.disconnect()
 
 
-async def test_reconnect_with_since_while_writes_continue(user, conversation):
+async def test_reconnect_with_since_while_writes_continue(
+    user: User, conversation: Conversation
+) -> None:
     first = await connect(path_of(conversation), user)
     await first.receive_json_from(timeout=TIMEOUT)
     for i in range(3):
@@ -434,7 +455,7 @@ async def test_reconnect_with_since_while_writes_continue(user, conversation):
     last = seen[-1]["event_seq"]
     await first.disconnect()
 
-    async def writer():
+    async def writer() -> None:
         for i in range(25):
             await say(conversation, f"late {i}")
 
@@ -454,12 +475,12 @@ async def test_reconnect_with_since_while_writes_continue(user, conversation):
     await second.disconnect()
 
 
-async def test_large_values_are_capped(user, conversation):
+async def test_large_values_are_capped(user: User, conversation: Conversation) -> None:
     await call_bash(conversation)
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     big = "é" * 40_000  # 80,002 bytes of JSON: over the cap
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="completed", tool_info={"call_id": "c1", "result": big}
     )
     updated = await communicator.receive_json_from(timeout=TIMEOUT)
@@ -482,7 +503,9 @@ async def test_large_values_are_capped(user, conversation):
     await communicator.disconnect()
 
 
-async def test_non_ascii_text_at_the_cap_is_sent_as_measured(user, conversation):
+async def test_non_ascii_text_at_the_cap_is_sent_as_measured(
+    user: User, conversation: Conversation
+) -> None:
     """The cap is measured on the bytes that are sent: CJK text (3 UTF-8 bytes a character) at
     exactly 65,536 bytes goes out as itself, not as 6-byte ``\\u`` escapes twice the cap."""
     cap = MAX_VALUE_BYTES
@@ -501,7 +524,7 @@ async def test_non_ascii_text_at_the_cap_is_sent_as_measured(user, conversation)
     assert json.loads(await communicator.receive_from(timeout=TIMEOUT))["truncated"] is True
 
     result = "語" * ((cap - 2) // 3) + "x" * ((cap - 2) % 3)  # a JSON string: 2 quotes more
-    await database_sync_to_async(services.update_tool_status)(
+    await db_async(services.update_tool_status)(
         conversation=conversation, status="completed", tool_info={"call_id": "c1", "result": result}
     )
     for frame_type in ("display_message_updated", "tool_execution_update"):
@@ -515,7 +538,7 @@ async def test_non_ascii_text_at_the_cap_is_sent_as_measured(user, conversation)
 # ------------------------------------------------------------------------------ client frames
 
 
-async def test_small_client_frames_are_ignored(user, conversation):
+async def test_small_client_frames_are_ignored(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     for text in ('{"type": "subscribe", "conversation_id": "x"}', "not json", "é" * 2048):
@@ -524,14 +547,14 @@ async def test_small_client_frames_are_ignored(user, conversation):
     await communicator.disconnect()
 
 
-async def test_large_text_frame_closes_1009(user, conversation):
+async def test_large_text_frame_closes_1009(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await communicator.send_to(text_data="é" * 2049)  # 4,098 bytes
     await expect_close(communicator, 1009)
 
 
-async def test_binary_frame_closes_1003(user, conversation):
+async def test_binary_frame_closes_1003(user: User, conversation: Conversation) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
     await communicator.send_to(bytes_data=b"\x00")
@@ -541,10 +564,12 @@ async def test_binary_frame_closes_1003(user, conversation):
 # ------------------------------------------------------------------------------ deletion
 
 
-async def test_deleted_conversation_sends_deleted_then_closes_4404(user, conversation):
+async def test_deleted_conversation_sends_deleted_then_closes_4404(
+    user: User, conversation: Conversation
+) -> None:
     communicator = await connect(path_of(conversation), user)
     await communicator.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(services.delete_conversation)(conversation=conversation)
+    await db_async(services.delete_conversation)(conversation=conversation)
     assert await communicator.receive_json_from(timeout=TIMEOUT) == {
         "type": "conversation_deleted",
         "conversation_id": str(conversation.pk),

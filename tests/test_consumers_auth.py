@@ -4,21 +4,27 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
-from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
 from django.test import Client
+from pytest_django import Settings
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
 from murmur_conversations.tickets import issue_ticket
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
+from tests.helpers import MakeUser
+from tests.realtime_helpers import (
     LOCAL_LAYER,
     TIMEOUT,
+    Frame,
     connect,
+    db_async,
     expect_close,
     frames_until,
-    private_layer,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
@@ -26,11 +32,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 ALLOWED = (b"origin", b"http://testserver")
 
 
-def path_of(conversation) -> str:
+def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
-def logged_in(user) -> tuple[Client, str]:
+def logged_in(user: User) -> tuple[Client, str]:
     client = Client()
     client.force_login(user)
     return client, client.cookies["sessionid"].value
@@ -40,13 +46,13 @@ def cookie(session_key: str) -> tuple[bytes, bytes]:
     return (b"cookie", f"sessionid={session_key}".encode())
 
 
-async def say(conversation, text: str):
-    return await database_sync_to_async(services.save_message)(
+async def say(conversation: Conversation, text: str) -> list[DisplayMessage]:
+    return await db_async(services.save_message)(
         conversation=conversation, message={"role": "user", "content": text}
     )
 
 
-async def sentinel(communicator, conversation) -> list[dict]:
+async def sentinel(communicator: WebsocketCommunicator, conversation: Conversation) -> list[Frame]:
     marker = f"marker-{uuid.uuid4().hex}"
     await say(conversation, marker)
     return await frames_until(
@@ -58,8 +64,10 @@ async def sentinel(communicator, conversation) -> list[dict]:
 # ------------------------------------------------------------------------------ cookies, origins
 
 
-async def test_session_cookie_from_an_allowed_origin_authenticates(user, conversation):
-    _client, key = await database_sync_to_async(logged_in)(user)
+async def test_session_cookie_from_an_allowed_origin_authenticates(
+    user: User, conversation: Conversation
+) -> None:
+    _client, key = await db_async(logged_in)(user)
     communicator = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
     await communicator.disconnect()
@@ -76,14 +84,16 @@ async def test_session_cookie_from_an_allowed_origin_authenticates(user, convers
         b"\xff\xfe",
     ],
 )
-async def test_session_cookie_from_another_origin_is_ignored(user, conversation, origin):
-    _client, key = await database_sync_to_async(logged_in)(user)
+async def test_session_cookie_from_another_origin_is_ignored(
+    user: User, conversation: Conversation, origin: bytes | None
+) -> None:
+    _client, key = await db_async(logged_in)(user)
     headers = [cookie(key)] + ([(b"origin", origin)] if origin is not None else [])
     communicator = await connect(path_of(conversation), headers=headers)
     await expect_close(communicator, 4401)
 
 
-async def test_ticket_works_from_any_origin(user, conversation):
+async def test_ticket_works_from_any_origin(user: User, conversation: Conversation) -> None:
     communicator = await connect(
         path_of(conversation), user, headers=[(b"origin", b"http://elsewhere.example")]
     )
@@ -91,8 +101,8 @@ async def test_ticket_works_from_any_origin(user, conversation):
     await communicator.disconnect()
 
 
-async def test_a_bad_ticket_wins_over_a_good_cookie(user, conversation):
-    _client, key = await database_sync_to_async(logged_in)(user)
+async def test_a_bad_ticket_wins_over_a_good_cookie(user: User, conversation: Conversation) -> None:
+    _client, key = await db_async(logged_in)(user)
     communicator = await connect(
         f"{path_of(conversation)}?ticket=forged", headers=[ALLOWED, cookie(key)]
     )
@@ -102,47 +112,53 @@ async def test_a_bad_ticket_wins_over_a_good_cookie(user, conversation):
 # ------------------------------------------------------------------------------ revocation
 
 
-async def test_logout_closes_the_sessions_sockets_and_its_tickets(user, conversation):
-    client, key = await database_sync_to_async(logged_in)(user)
+async def test_logout_closes_the_sessions_sockets_and_its_tickets(
+    user: User, conversation: Conversation
+) -> None:
+    client, key = await db_async(logged_in)(user)
     by_cookie = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
     ticket = issue_ticket(user=user, session_key=key)
     by_ticket = await connect(f"{path_of(conversation)}?ticket={ticket}")
     other_session = await connect("ws/conversations/", user)  # a ticket without this session
     for communicator in (by_cookie, by_ticket):
         assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
-    await database_sync_to_async(client.logout)()
+    await db_async(client.logout)()
     await expect_close(by_cookie, 4401)
     await expect_close(by_ticket, 4401)
     # the socket of another session stays open: it still receives its user's news
-    await database_sync_to_async(services.start_conversation)(owner=user)
+    await db_async(services.start_conversation)(owner=user)
     frame = await other_session.receive_json_from(timeout=TIMEOUT)
     assert frame["type"] == "conversation_saved"
     await other_session.disconnect()
 
 
 @pytest.mark.parametrize("change", ["deactivate", "password"])
-async def test_deactivation_and_password_change_close_every_socket(user, conversation, change):
+async def test_deactivation_and_password_change_close_every_socket(
+    user: User, conversation: Conversation, change: str
+) -> None:
     stream = await connect("ws/conversations/", user)
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
 
-    def apply():
+    def apply() -> None:
         if change == "deactivate":
             user.is_active = False
         else:
             user.set_password("new password")
         user.save()
 
-    await database_sync_to_async(apply)()
+    await db_async(apply)()
     await expect_close(stream, 4401)
     await expect_close(socket, 4401)
 
 
-async def test_other_user_saves_do_not_close(user, conversation, make_user):
+async def test_other_user_saves_do_not_close(
+    user: User, conversation: Conversation, make_user: MakeUser
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
 
-    def touch():
+    def touch() -> None:
         user.first_name = "Ada"
         user.save()
         user.save(update_fields=["last_login"])
@@ -150,7 +166,7 @@ async def test_other_user_saves_do_not_close(user, conversation, make_user):
         other.is_active = False
         other.save()
 
-    await database_sync_to_async(touch)()
+    await db_async(touch)()
     assert len(await sentinel(socket, conversation)) == 1
     await socket.disconnect()
 
@@ -158,16 +174,16 @@ async def test_other_user_saves_do_not_close(user, conversation, make_user):
 # ------------------------------------------------------------------------------ user stream
 
 
-async def test_user_stream_needs_a_user():
+async def test_user_stream_needs_a_user() -> None:
     communicator = await connect("ws/conversations/")
     await expect_close(communicator, 4401)
 
 
-async def test_user_stream_announces_saves_and_deletions(user, make_user):
+async def test_user_stream_announces_saves_and_deletions(user: User, make_user: MakeUser) -> None:
     stream = await connect("ws/conversations/", user)
-    stranger = await database_sync_to_async(make_user)()
-    await database_sync_to_async(services.start_conversation)(owner=stranger, title="not mine")
-    mine = await database_sync_to_async(services.start_conversation)(owner=user, title="mine")
+    stranger = await db_async(make_user)()
+    await db_async(services.start_conversation)(owner=stranger, title="not mine")
+    mine = await db_async(services.start_conversation)(owner=user, title="mine")
     created = await stream.receive_json_from(timeout=TIMEOUT)
     assert created["type"] == "conversation_saved"
     assert created["event_seq"] == 0
@@ -177,7 +193,7 @@ async def test_user_stream_announces_saves_and_deletions(user, make_user):
     saved = await stream.receive_json_from(timeout=TIMEOUT)
     assert set(saved) == {"type", "conversation", "event_seq"}
     assert (saved["event_seq"], saved["conversation"]["message_count"]) == (1, 1)
-    await database_sync_to_async(services.delete_conversation)(conversation=mine)
+    await db_async(services.delete_conversation)(conversation=mine)
     assert await stream.receive_json_from(timeout=TIMEOUT) == {
         "type": "conversation_deleted",
         "conversation_id": str(mine.pk),
@@ -185,10 +201,10 @@ async def test_user_stream_announces_saves_and_deletions(user, make_user):
     await stream.disconnect()
 
 
-async def test_user_stream_ignores_client_frames_and_closes_on_binary(user):
+async def test_user_stream_ignores_client_frames_and_closes_on_binary(user: User) -> None:
     stream = await connect("ws/conversations/", user)
     await stream.send_to(text_data='{"type": "subscribe", "user": 1}')
-    conversation = await database_sync_to_async(services.start_conversation)(owner=user)
+    conversation = await db_async(services.start_conversation)(owner=user)
     assert (await stream.receive_json_from(timeout=TIMEOUT))["conversation"]["id"] == str(
         conversation.pk
     )
@@ -200,7 +216,7 @@ async def test_user_stream_ignores_client_frames_and_closes_on_binary(user):
 
 
 @pytest.fixture
-def other_process(settings):
+def other_process(settings: Settings) -> Iterator[broadcast.Broadcaster]:
     """The process-local layer with a fast tail, and a broadcaster that publishes nothing: every
     write looks as if another process made it, so only the database tail can deliver it."""
     settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
@@ -212,12 +228,14 @@ def other_process(settings):
     silent.stop(TIMEOUT)
 
 
-async def test_tail_delivers_writes_of_other_processes(user, conversation, other_process):
+async def test_tail_delivers_writes_of_other_processes(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     stream = await connect("ws/conversations/", user)
     await socket.receive_json_from(timeout=TIMEOUT)
     await say(conversation, "from a command")
-    await database_sync_to_async(services.set_status)(conversation=conversation, status="running")
+    await db_async(services.set_status)(conversation=conversation, status="running")
     frame = await socket.receive_json_from(timeout=TIMEOUT)
     assert (frame["type"], frame["message"]["content"]) == (
         "display_message_saved",
@@ -229,16 +247,18 @@ async def test_tail_delivers_writes_of_other_processes(user, conversation, other
     saved = await frames_until(stream, lambda f: f["event_seq"] == 2)
     assert all(f["conversation"]["id"] == str(conversation.pk) for f in saved)
     assert other_process.dropped > 0
-    await database_sync_to_async(services.delete_conversation)(conversation=conversation)
+    await db_async(services.delete_conversation)(conversation=conversation)
     assert (await socket.receive_json_from(timeout=TIMEOUT))["type"] == "conversation_deleted"
     await expect_close(socket, 4404)
     await stream.disconnect()
 
 
-async def test_tail_announces_a_rename_by_another_process(user, conversation, other_process):
+async def test_tail_announces_a_rename_by_another_process(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
-    await database_sync_to_async(services.update_conversation)(
+    await db_async(services.update_conversation)(
         conversation=conversation, title="Renamed by a command"
     )
     frame = await socket.receive_json_from(timeout=TIMEOUT)
@@ -248,13 +268,15 @@ async def test_tail_announces_a_rename_by_another_process(user, conversation, ot
     await socket.disconnect()
 
 
-async def test_tail_notices_a_password_change(user, conversation, other_process):
+async def test_tail_notices_a_password_change(
+    user: User, conversation: Conversation, other_process: broadcast.Broadcaster
+) -> None:
     socket = await connect(path_of(conversation), user)
     await socket.receive_json_from(timeout=TIMEOUT)
 
-    def change():
+    def change() -> None:
         user.set_password("elsewhere")
         user.save()
 
-    await database_sync_to_async(change)()
+    await db_async(change)()
     await expect_close(socket, 4401)

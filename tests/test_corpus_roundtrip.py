@@ -3,41 +3,35 @@
 through the REST API (display rows and the transcript), page by page.
 
 The corpus is not part of the repository and is never copied into it: ``MURMUR_CORPUS`` names its
-folder (tests/conftest.py), and without it these tests skip with a reason. Formats this version
+folder (tests/helpers.py, corpus_path), and without it these tests skip with a reason. Formats this version
 cannot read yet must be refused cleanly: exit 2 with "cannot read yet".
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
+from typing import Any
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from murmur_conversations.models import Conversation, DisplayMessage, Message
-from tests.conftest import corpus_path
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import assert_counters_match_rows, corpus_logs
+from tests.import_helpers import run
 
 pytestmark = pytest.mark.django_db
 
-_CORPUS = corpus_path()
-#: The corpus logs as paths relative to the corpus folder; without a corpus, one placeholder that
-#: the ``corpus`` fixture skips with its reason (an empty parameter set would skip without one).
-LOGS = (
-    [p.relative_to(_CORPUS).as_posix() for p in sorted(_CORPUS.glob("*/*.jsonl"))]
-    if _CORPUS is not None
-    else ["no-corpus"]
-)
+LOGS = corpus_logs()
 #: Folders whose format this version must import (the others may still be refused by name).
 MUST_IMPORT = ("codex_rollout", "codex_exec_jsonl")
 
 
-def walk(client: APIClient, url: str) -> tuple[list[dict], list[dict]]:
+def walk(client: APIClient, url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every page of ``url`` (a cursor walk): the pages' bodies and all their rows."""
-    pages, rows, cursor = [], [], None
+    pages: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    cursor = None
     while True:
         response = client.get(url, {"cursor": cursor} if cursor else {})
         assert response.status_code == 200, response.content
@@ -48,17 +42,6 @@ def walk(client: APIClient, url: str) -> tuple[list[dict], list[dict]]:
         if cursor is None:
             return pages, rows
         assert len(pages) < 1000  # a walk always ends
-
-
-def run_import(path: Path, owner) -> tuple[str, str, CommandError | None]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command(
-            "import_conversations", str(path), "--owner", owner.username, stdout=out, stderr=err
-        )
-    except CommandError as error:
-        return out.getvalue(), err.getvalue(), error
-    return out.getvalue(), err.getvalue(), None
 
 
 def check_read_back(client: APIClient, conversation: Conversation) -> None:
@@ -85,17 +68,17 @@ def check_read_back(client: APIClient, conversation: Conversation) -> None:
     assert_counters_match_rows(conversation)
 
 
-def test_the_corpus_is_there(corpus):
+def test_the_corpus_is_there(corpus: Path) -> None:
     assert sorted(corpus.glob("*/*.jsonl")), "the corpus has no *.jsonl file"
 
 
 @pytest.mark.parametrize("name", LOGS)
-def test_import_and_read_back(corpus, name, user):
+def test_import_and_read_back(corpus: Path, name: str, user: User) -> None:
     path = corpus / name
-    out, err, error = run_import(path, user)
-    if error is not None:
-        assert path.parent.name not in MUST_IMPORT, f"{error}\n{err}"
-        assert error.returncode == 2, f"{error}\n{err}"
+    code, out, err = run(path, "--owner", user.username)
+    if code != 0:
+        assert path.parent.name not in MUST_IMPORT, err
+        assert code == 2, err
         assert "cannot read yet" in err
         assert not Conversation.objects.exists()
         return
@@ -110,6 +93,6 @@ def test_import_and_read_back(corpus, name, user):
         check_read_back(client, conversation)
 
     counts = (Message.objects.count(), DisplayMessage.objects.count())
-    _, again_err, again = run_import(path, user)
-    assert again is None, again_err
+    again, _, again_err = run(path, "--owner", user.username)
+    assert again == 0, again_err
     assert (Message.objects.count(), DisplayMessage.objects.count()) == counts  # idempotent

@@ -6,37 +6,30 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, Message
-from tests.test_import import cassette_conversation, murmur_lines, run, write_json, write_lines
+from tests.import_helpers import (
+    cassette_conversation,
+    export,
+    murmur_lines,
+    reimport,
+    run,
+    write_json,
+    write_lines,
+)
 
 pytestmark = pytest.mark.django_db
 
 
-def export(conversation, *args):
-    out = io.StringIO()
-    call_command("export_conversation", str(conversation.pk), *args, stdout=out)
-    return out.getvalue()
-
-
-def reimport(user, text, fmt):
-    """Import ``text`` from stdin under ``fmt``; return the conversation it created."""
-    before = set(Conversation.objects.values_list("pk", flat=True))
-    code, _, err = run(
-        "-", "--owner", user.username, "--format", fmt, stdin=io.BytesIO(text.encode("utf-8"))
-    )
-    assert (code, err) == (0, "")
-    [created] = Conversation.objects.exclude(pk__in=before)
-    return created
-
-
 @pytest.fixture
-def runtime_conversation(conversation):
+def runtime_conversation(conversation: Conversation) -> Conversation:
     """A conversation written by a runtime (not imported): every column and extra keys."""
     services.save_messages(
         conversation=conversation,
@@ -59,13 +52,13 @@ def runtime_conversation(conversation):
     return conversation
 
 
-def test_murmur_export_gives_the_imported_lines_back(tmp_path, user):
+def test_murmur_export_gives_the_imported_lines_back(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines(), end="\r\n")
     assert run(path, "--owner", user.username)[0] == 0
     assert export(Conversation.objects.get()) == "".join(line + "\n" for line in murmur_lines())
 
 
-def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation):
+def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation: Conversation) -> None:
     lines = export(runtime_conversation).splitlines()
     ids = list(
         Message.objects.filter(conversation=runtime_conversation)
@@ -82,13 +75,17 @@ def test_murmur_export_shape_of_a_runtime_conversation(runtime_conversation):
     assert json.loads(lines[4])["source_id"] == "hook-1"
 
 
-def test_murmur_round_trip_is_byte_identical(runtime_conversation, user):
+def test_murmur_round_trip_is_byte_identical(
+    runtime_conversation: Conversation, user: User
+) -> None:
     first = export(runtime_conversation)
     second = export(reimport(user, first, "murmur"))
     assert second == first
 
 
-def test_anthropic_import_round_trips_through_murmur(corpus, tmp_path, user):
+def test_anthropic_import_round_trips_through_murmur(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
     path = write_json(
         tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
     )
@@ -97,7 +94,7 @@ def test_anthropic_import_round_trips_through_murmur(corpus, tmp_path, user):
     assert export(reimport(user, first, "murmur")) == first
 
 
-def test_openai_export_and_round_trip(corpus, tmp_path, user):
+def test_openai_export_and_round_trip(corpus: Path, tmp_path: Path, user: User) -> None:
     messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     assert run(write_json(tmp_path / "chat.json", messages), "--owner", user.username)[0] == 0
     first = export(Conversation.objects.get(), "--format", "openai")
@@ -116,7 +113,7 @@ def test_openai_export_and_round_trip(corpus, tmp_path, user):
     assert again == first
 
 
-def test_openai_export_of_blocks(runtime_conversation, user):
+def test_openai_export_of_blocks(runtime_conversation: Conversation, user: User) -> None:
     first = export(runtime_conversation, "--format", "openai")
     exported = json.loads(first)
     assert exported[2] == {
@@ -141,13 +138,13 @@ def test_openai_export_of_blocks(runtime_conversation, user):
         ["4F6A3C2E-0000-4000-8000-000000000000"],
     ],
 )
-def test_unknown_or_malformed_id_exits_2(args):
+def test_unknown_or_malformed_id_exits_2(args: list[str]) -> None:
     with pytest.raises(CommandError) as info:
         call_command("export_conversation", *args, stdout=io.StringIO())
     assert info.value.returncode == 2
 
 
-def test_unknown_export_format_exits_2(conversation):
+def test_unknown_export_format_exits_2(conversation: Conversation) -> None:
     with pytest.raises(CommandError) as info:
         call_command("export_conversation", str(conversation.pk), "--format", "yaml")
     assert info.value.returncode == 2

@@ -3,17 +3,25 @@ writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import pytest
 from django.db import connection
+from django.dispatch import Signal
 
 from murmur_conversations import services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.services import fastpath
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeConversation, assert_counters_match_rows
 
+# Real transactions: inside a caller's transaction the single statement runs in a savepoint; these
+# tests are about the path a service call takes on its own (and one about a caller's transaction).
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-BATCH = [
+BATCH: list[dict[str, Any]] = [
     {"role": "user", "content": "plain text", "id": "u1"},
     {
         "role": "assistant",
@@ -32,12 +40,23 @@ BATCH = [
 ]
 
 
-def snapshot(conversation):
+def snapshot(
+    conversation: Conversation,
+) -> tuple[Sequence[Mapping[str, object]], Sequence[Mapping[str, object]], tuple[object, ...]]:
     conversation.refresh_from_db()
     records = list(
         Message.objects.filter(conversation=conversation)
         .order_by("position")
-        .values("position", "role", "content", "tool_call_id", "is_error", "source_id", "extra")
+        .values(
+            "position",
+            "role",
+            "content",
+            "tool_call_id",
+            "is_error",
+            "source_id",
+            "extra",
+            "created_at",
+        )
     )
     rows = list(
         DisplayMessage.objects.filter(conversation=conversation)
@@ -53,6 +72,8 @@ def snapshot(conversation):
             "created_event_seq",
             "event_seq",
             "tool_call_id",
+            "created_at",
+            "updated_at",
         )
     )
     counters = (
@@ -60,20 +81,47 @@ def snapshot(conversation):
         conversation.transcript_count,
         conversation.last_seq,
         conversation.last_event_seq,
+        conversation.saved_at,
     )
     return records, rows, counters
 
 
-def announced(write):
-    """Run ``write`` and return the signals it sent, in order: (name, event_seq, row seqs)."""
-    sent = []
-    names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
+def test_fast_and_general_paths_write_the_same_times(
+    make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/write-path.md "Times": the given times land the same on both paths."""
+    start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    fast = make_conversation(created_at=start)
+    general = make_conversation(created_at=start)
+    times: list[datetime | None] = [start + timedelta(seconds=s) for s in (5, 9, 7, 1, 3, 2)]
+    times[2] = None  # an untimed message takes the call's own time
+    frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    services.save_messages(conversation=fast, messages=BATCH, times=times)
+    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    services.save_messages(conversation=general, messages=BATCH, times=times)
+    assert snapshot(fast) == snapshot(general)
+    assert snapshot(fast)[2][-1] == start + timedelta(seconds=9)
+    # an earlier batch never moves saved_at backwards, on either path
+    monkeypatch.undo()
+    for conversation in (fast, general):
+        services.save_messages(
+            conversation=conversation, messages=[{"role": "user", "content": "x"}], times=[start]
+        )
+        conversation.refresh_from_db()
+        assert conversation.saved_at == start + timedelta(seconds=9)
 
-    def receiver(sender, signal, **kwargs):
+
+def announced(write: Callable[[], object]) -> list[tuple[str, int, list[int]]]:
+    """Run ``write`` and return the signals it sent, in order: (name, event_seq, row seqs)."""
+    sent: list[tuple[str, int, list[int]]] = []
+    names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
+    names_of = {getattr(signals, name): name for name in names}
+
+    def receiver(sender: object, signal: Signal, **kwargs: Any) -> None:
         rows = kwargs.get("rows") or ([kwargs["row"]] if "row" in kwargs else [])
         sent.append((names_of[signal], kwargs["event_seq"], [r.seq for r in rows]))
 
-    names_of = {getattr(signals, name): name for name in names}
     for signal in names_of:
         signal.connect(receiver)
     try:
@@ -84,12 +132,16 @@ def announced(write):
     return sent
 
 
-def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
-    fast, general = make_conversation(), make_conversation()
+def test_fast_and_general_paths_write_the_same(
+    make_conversation: MakeConversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
+    fast, general = make_conversation(created_at=frozen), make_conversation(created_at=frozen)
     assert fastpath.eligible(connection.vendor, [], False) is False
-    returned = {}
+    returned: dict[uuid.UUID, list[DisplayMessage]] = {}
 
-    def save(conversation):
+    def save(conversation: Conversation) -> None:
         returned[conversation.pk] = services.save_messages(
             conversation=conversation, messages=BATCH
         )
@@ -110,10 +162,10 @@ def test_fast_and_general_paths_write_the_same(make_conversation, monkeypatch):
     assert_counters_match_rows(fast)
 
 
-def test_fast_path_signals_and_instance_refresh(conversation):
-    received = []
+def test_fast_path_signals_and_instance_refresh(conversation: Conversation) -> None:
+    received: list[dict[str, Any]] = []
 
-    def receiver(sender, **kwargs):
+    def receiver(sender: object, **kwargs: Any) -> None:
         received.append(kwargs)
 
     signals.display_messages_saved.connect(receiver)
@@ -127,7 +179,7 @@ def test_fast_path_signals_and_instance_refresh(conversation):
     assert all(r.pk is not None and r.message_id is not None for r in rows)
 
 
-def test_known_id_and_missing_conversation_fall_back(conversation):
+def test_known_id_and_missing_conversation_fall_back(conversation: Conversation) -> None:
     first = services.save_message(
         conversation=conversation, message={"role": "user", "content": "x", "id": "same"}
     )
@@ -144,7 +196,9 @@ def test_known_id_and_missing_conversation_fall_back(conversation):
         )
 
 
-def test_fast_path_inside_a_callers_transaction_rolls_back_with_it(conversation):
+def test_fast_path_inside_a_callers_transaction_rolls_back_with_it(
+    conversation: Conversation,
+) -> None:
     from django.db import transaction
 
     with pytest.raises(RuntimeError), transaction.atomic():

@@ -5,10 +5,15 @@ re-imported (idempotent) and counted."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.management import call_command
+from django.db.models import QuerySet
 from django.test.utils import override_settings
+from pytest_django import DjangoAssertNumQueries, DjangoCaptureOnCommitCallbacks
 
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import DisplayMessageNotFound, InvalidContent
@@ -17,24 +22,25 @@ from murmur_conversations.importers.murmur import FEEDBACK_TYPE
 from murmur_conversations.models import Conversation, DisplayMessage, Feedback
 from murmur_conversations.selectors import feedback_counts
 from tests.api_helpers import NOT_FOUND, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
 
-def everyone_scope(user):
+def everyone_scope(user: User | AnonymousUser) -> QuerySet[Conversation]:
     from murmur_conversations.models import Conversation
 
     return Conversation.objects.all() if user.is_authenticated else Conversation.objects.none()
 
 
-def feedback_url(conversation, row) -> str:
+def feedback_url(conversation: Conversation, row: DisplayMessage | str) -> str:
     return url(
         conversation.pk, f"display-messages/{row if isinstance(row, str) else row.pk}/feedback/"
     )
 
 
 @pytest.fixture
-def answered(conversation):
+def answered(conversation: Conversation) -> Conversation:
     services.save_message(conversation=conversation, message={"role": "user", "content": "Q"})
     services.save_message(
         conversation=conversation,
@@ -57,14 +63,16 @@ def answered(conversation):
     return conversation
 
 
-def row(conversation, text=None, content_type=None) -> DisplayMessage:
+def row(
+    conversation: Conversation, text: str | None = None, content_type: str | None = None
+) -> DisplayMessage:
     rows = DisplayMessage.objects.filter(conversation=conversation).order_by("seq")
     if text is not None:
         return next(r for r in rows if r.content.get("text") == text)
     return next(r for r in rows if r.content_type == content_type)
 
 
-def test_put_replace_delete(answered, user):
+def test_put_replace_delete(answered: Conversation, user: User) -> None:
     client, target = token_client(user), row(answered, "A2")
     put = client.put(
         feedback_url(answered, target), {"rating": 1, "comment": "good"}, format="json"
@@ -100,7 +108,9 @@ def test_put_replace_delete(answered, user):
 
 
 @override_settings(MURMUR_CONVERSATIONS={"SCOPE": "tests.test_feedback.everyone_scope"})
-def test_each_reader_sees_only_their_own_feedback(answered, user, make_user):
+def test_each_reader_sees_only_their_own_feedback(
+    answered: Conversation, user: User, make_user: MakeUser
+) -> None:
     other = make_user()
     target = row(answered, "A1")
     token_client(user).put(feedback_url(answered, target), {"rating": 1}, format="json")
@@ -135,7 +145,7 @@ def test_each_reader_sees_only_their_own_feedback(answered, user, make_user):
         [],
     ],
 )
-def test_bad_bodies_are_400(answered, user, body):
+def test_bad_bodies_are_400(answered: Conversation, user: User, body: Any) -> None:
     response = token_client(user).put(
         feedback_url(answered, row(answered, "A1")), body, format="json"
     )
@@ -143,7 +153,7 @@ def test_bad_bodies_are_400(answered, user, body):
     assert not Feedback.objects.exists()
 
 
-def test_a_notice_outside_the_record_takes_no_feedback(answered, user):
+def test_a_notice_outside_the_record_takes_no_feedback(answered: Conversation, user: User) -> None:
     response = token_client(user).put(
         feedback_url(answered, row(answered, "note")), {"rating": 1}, format="json"
     )
@@ -152,8 +162,8 @@ def test_a_notice_outside_the_record_takes_no_feedback(answered, user):
 
 
 def test_foreign_missing_and_malformed_rows_are_the_usual_404(
-    answered, user, make_user, make_conversation
-):
+    answered: Conversation, user: User, make_user: MakeUser, make_conversation: MakeConversation
+) -> None:
     other = make_conversation(title="other")
     services.save_message(conversation=other, message={"role": "user", "content": "x"})
     elsewhere = DisplayMessage.objects.get(conversation=other)
@@ -175,7 +185,7 @@ def test_foreign_missing_and_malformed_rows_are_the_usual_404(
     )
 
 
-def test_service_errors(answered, user):
+def test_service_errors(answered: Conversation, user: User) -> None:
     target = row(answered, "A1")
     with pytest.raises(InvalidContent):
         services.set_feedback(conversation=answered, display_message=target, user=user, rating=3)
@@ -188,10 +198,14 @@ def test_service_errors(answered, user):
     )
 
 
-def test_one_event_and_one_updated_signal(answered, user, django_capture_on_commit_callbacks):
+def test_one_event_and_one_updated_signal(
+    answered: Conversation,
+    user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     heard = []
 
-    def listen(sender, row, event_seq, **kwargs):
+    def listen(sender: object, row: DisplayMessage, event_seq: int, **kwargs: object) -> None:
         heard.append((row.pk, event_seq, row.owner_feedback))
 
     signals.display_message_updated.connect(listen)
@@ -208,8 +222,8 @@ def test_one_event_and_one_updated_signal(answered, user, django_capture_on_comm
 
 
 def test_display_page_costs_one_feedback_query_whatever_the_feedback(
-    answered, user, django_assert_max_num_queries
-):
+    answered: Conversation, user: User, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
     client = token_client(user)
     for candidate in DisplayMessage.objects.filter(conversation=answered, message__isnull=False):
         services.set_feedback(conversation=answered, display_message=candidate, user=user, rating=1)
@@ -220,13 +234,15 @@ def test_display_page_costs_one_feedback_query_whatever_the_feedback(
 # ----------------------------------------------------------------------------- export and import
 
 
-def export(conversation, *args) -> str:
+def export(conversation: Conversation, *args: str) -> str:
     out = io.StringIO()
     call_command("export_conversation", str(conversation.pk), *args, stdout=out)
     return out.getvalue()
 
 
-def test_feedback_survives_export_and_reimport(answered, user, make_user, tmp_path):
+def test_feedback_survives_export_and_reimport(
+    answered: Conversation, user: User, make_user: MakeUser, tmp_path: Path
+) -> None:
     rater = make_user()
     services.set_feedback(
         conversation=answered, display_message=row(answered, "A2"), user=user, rating=1, comment="ü"
@@ -242,7 +258,9 @@ def test_feedback_survives_export_and_reimport(answered, user, make_user, tmp_pa
     )
     text = export(answered)
     lines = text.splitlines()
-    message_id = row(answered, "A2").message.message_id
+    message = row(answered, "A2").message
+    assert message is not None
+    message_id = message.message_id
     head = f'{{"type":"murmur.feedback","message_id":"{message_id}",'
     assert lines[-3:] == [
         head + '"part":1,"rating":1,"comment":"ü","user":null}',
@@ -274,7 +292,7 @@ def test_feedback_survives_export_and_reimport(answered, user, make_user, tmp_pa
     assert copy_row.owner_feedback == {"rating": 1, "comment": "ü"}
 
 
-def test_bad_feedback_lines_are_reported_and_the_rest_lands(user, tmp_path):
+def test_bad_feedback_lines_are_reported_and_the_rest_lands(user: User, tmp_path: Path) -> None:
     lines = [
         '{"role":"user","content":"hi","id":"m1"}',
         '{"type":"murmur.feedback","message_id":"m1","part":0,"rating":1,"comment":"","user":null}',
@@ -302,5 +320,34 @@ def test_bad_feedback_lines_are_reported_and_the_rest_lands(user, tmp_path):
     assert Feedback.objects.get().rating == 1
 
 
-def test_the_two_modules_agree_on_the_line_type():
+def test_the_two_modules_agree_on_the_line_type() -> None:
     assert FEEDBACK_RECORD == FEEDBACK_TYPE
+
+
+#: A token shape the redaction finds (built here so this file holds no secret-looking literal).
+SECRET = "gh" + "p_" + ("Qz7Lm2Xv9Kp4Rt8Wn3Hb6Jc1Fd5Gs0Ay" * 2)[:36]
+
+
+def test_a_secret_in_a_comment_is_redacted_and_counted(answered: Conversation, user: User) -> None:
+    from murmur_conversations.models import RedactionCount
+
+    target = row(answered, "A1")
+    services.set_feedback(
+        conversation=answered,
+        display_message=target,
+        user=user,
+        rating=-1,
+        comment=f"it leaked {SECRET}",
+    )
+    stored = Feedback.objects.get()
+    assert SECRET not in stored.comment and "[REDACTED:github-token]" in stored.comment
+    assert RedactionCount.objects.get(conversation=answered).count == 1
+    again = services.set_feedback(
+        conversation=answered,
+        display_message=target,
+        user=user,
+        rating=-1,
+        comment=f"it leaked {SECRET}",
+    )
+    assert again.pk == stored.pk  # the same feedback again: nothing written, nothing counted
+    assert RedactionCount.objects.get(conversation=answered).count == 1

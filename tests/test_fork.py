@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import io
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.management import call_command
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.db.models import QuerySet
+from django.test.utils import CaptureQueriesContext, override_settings
 
 from murmur_conversations import services
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent
 from murmur_conversations.models import (
+    AccessLogEntry,
     Conversation,
     DisplayMessage,
     Message,
@@ -23,12 +28,12 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.api_helpers import NOT_FOUND, token_client, url
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
 
 
-def state(conversation) -> tuple:
+def state(conversation: Conversation) -> tuple[object, ...]:
     """Everything stored about ``conversation`` (its row and every row in it), for equality."""
     conversation = Conversation.objects.get(pk=conversation.pk)
     fields = [f.attname for f in Conversation._meta.concrete_fields]
@@ -43,13 +48,13 @@ def state(conversation) -> tuple:
     )
 
 
-def exported(conversation) -> str:
+def exported(conversation: Conversation) -> str:
     out = io.StringIO()
     call_command("export_conversation", str(conversation.pk), stdout=out)
     return out.getvalue()
 
 
-def rows_of(conversation) -> list[DisplayMessage]:
+def rows_of(conversation: Conversation) -> list[DisplayMessage]:
     return list(
         DisplayMessage.objects.filter(conversation=conversation)
         .select_related("tool_call", "message")
@@ -57,12 +62,12 @@ def rows_of(conversation) -> list[DisplayMessage]:
     )
 
 
-def seq_of(conversation, content_type: str, nth: int = 0) -> int:
+def seq_of(conversation: Conversation, content_type: str, nth: int = 0) -> int:
     return [r.seq for r in rows_of(conversation) if r.content_type == content_type][nth]
 
 
 @pytest.fixture
-def worked(conversation):
+def worked(conversation: Conversation) -> Conversation:
     """user, assistant text + two calls, one result, a notice, the other result, an answer."""
     services.save_message(conversation=conversation, message={"role": "user", "content": "Go"})
     services.save_message(
@@ -101,7 +106,9 @@ def worked(conversation):
     return conversation
 
 
-def test_fork_at_the_last_row_copies_everything_and_changes_nothing(worked, user):
+def test_fork_at_the_last_row_copies_everything_and_changes_nothing(
+    worked: Conversation, user: User
+) -> None:
     before, text = state(worked), exported(worked)
     fork = services.fork_conversation(conversation=worked, at_seq=worked.last_seq, owner=user)
     assert state(worked) == before
@@ -128,7 +135,9 @@ def test_fork_at_the_last_row_copies_everything_and_changes_nothing(worked, user
     assert fork.last_event_seq >= max(r.event_seq for r in copied)
 
 
-def test_a_call_whose_result_comes_after_the_cut_is_not_finished_in_the_fork(worked, user):
+def test_a_call_whose_result_comes_after_the_cut_is_not_finished_in_the_fork(
+    worked: Conversation, user: User
+) -> None:
     before = state(worked)
     card_b = seq_of(worked, "tool_call", 1)
     fork = services.fork_conversation(conversation=worked, at_seq=card_b, owner=user)
@@ -157,7 +166,9 @@ def test_a_call_whose_result_comes_after_the_cut_is_not_finished_in_the_fork(wor
     assert exported(fork) == "".join(exported(worked).splitlines(keepends=True)[:2])
 
 
-def test_fork_between_the_results_keeps_the_first_result_only(worked, user):
+def test_fork_between_the_results_keeps_the_first_result_only(
+    worked: Conversation, user: User
+) -> None:
     result_a = seq_of(worked, "tool_result", 0)
     fork = services.fork_conversation(conversation=worked, at_seq=result_a, owner=user)
     assert_counters_match_rows(fork)
@@ -168,7 +179,9 @@ def test_fork_between_the_results_keeps_the_first_result_only(worked, user):
     assert (card_a.status, card_a.metadata["result"]) == ("completed", "ok")
 
 
-def test_fork_at_a_notice_keeps_it_and_the_message_before_it(worked, user):
+def test_fork_at_a_notice_keeps_it_and_the_message_before_it(
+    worked: Conversation, user: User
+) -> None:
     notice = seq_of(worked, "error")
     fork = services.fork_conversation(conversation=worked, at_seq=notice, owner=user)
     assert_counters_match_rows(fork)
@@ -177,14 +190,18 @@ def test_fork_at_a_notice_keeps_it_and_the_message_before_it(worked, user):
     assert fork.record_length == 3  # user, assistant, the result of a
 
 
-def test_fork_at_the_first_row_of_a_message_keeps_all_its_rows(worked, user):
+def test_fork_at_the_first_row_of_a_message_keeps_all_its_rows(
+    worked: Conversation, user: User
+) -> None:
     text_row = seq_of(worked, "text", 1)  # "Running both." (row 2 of 4 of the assistant message)
     fork = services.fork_conversation(conversation=worked, at_seq=text_row, owner=user)
     assert fork.last_seq == seq_of(worked, "tool_call", 1)
     assert fork.forked_at_seq == text_row
 
 
-def test_a_resolved_interrupt_is_an_open_question_again_in_the_fork(conversation, user):
+def test_a_resolved_interrupt_is_an_open_question_again_in_the_fork(
+    conversation: Conversation, user: User
+) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -216,21 +233,21 @@ def test_a_resolved_interrupt_is_an_open_question_again_in_the_fork(conversation
 
 
 @pytest.mark.parametrize("at_seq", [0, -1, 99, True, "1", 1.0, None])
-def test_a_bad_at_seq_writes_nothing(worked, user, at_seq):
+def test_a_bad_at_seq_writes_nothing(worked: Conversation, user: User, at_seq: Any) -> None:
     count = Conversation.objects.count()
     with pytest.raises(InvalidContent):
         services.fork_conversation(conversation=worked, at_seq=at_seq, owner=user)
     assert Conversation.objects.count() == count
 
 
-def test_fork_of_a_missing_conversation(user):
+def test_fork_of_a_missing_conversation(user: User) -> None:
     with pytest.raises(ConversationNotFound):
         services.fork_conversation(
             conversation="00000000-0000-0000-0000-000000000000", at_seq=1, owner=user
         )
 
 
-def test_fork_of_a_murmur_import_exports_the_same_bytes(user, tmp_path):
+def test_fork_of_a_murmur_import_exports_the_same_bytes(user: User, tmp_path: Path) -> None:
     lines = [
         '{"role":"user","content":"hi","id":"m1"}',
         '{"id":"m2","role":"assistant","content":"hello",  "extra":1}',
@@ -246,8 +263,10 @@ def test_fork_of_a_murmur_import_exports_the_same_bytes(user, tmp_path):
     assert fork.source == "murmur"
 
 
-def test_fork_takes_a_fixed_number_of_queries(user, make_conversation):
-    def grow(conversation, n):
+def test_fork_takes_a_fixed_number_of_queries(
+    user: User, make_conversation: MakeConversation
+) -> None:
+    def grow(conversation: Conversation, n: int) -> None:
         services.save_messages(
             conversation=conversation,
             messages=[
@@ -267,7 +286,7 @@ def test_fork_takes_a_fixed_number_of_queries(user, make_conversation):
     assert counts[0] == counts[1]
 
 
-def test_async_twin(worked, user):
+def test_async_twin(worked: Conversation, user: User) -> None:
     fork = async_to_sync(services.afork_conversation)(
         conversation=worked.pk, at_seq=1, owner=user.pk
     )
@@ -277,7 +296,7 @@ def test_async_twin(worked, user):
 # ----------------------------------------------------------------------------- REST
 
 
-def test_rest_fork_answers_201_with_the_summary(worked, user):
+def test_rest_fork_answers_201_with_the_summary(worked: Conversation, user: User) -> None:
     client = token_client(user)
     response = client.post(url(worked.pk, "fork/"), {"at_seq": 1}, format="json")
     assert response.status_code == 201
@@ -292,7 +311,7 @@ def test_rest_fork_answers_201_with_the_summary(worked, user):
 @pytest.mark.parametrize(
     "body", [{}, {"at_seq": 0}, {"at_seq": "2"}, {"at_seq": 2, "x": 1}, {"at_seq": 999}, []]
 )
-def test_rest_fork_refuses_bad_bodies(worked, user, body):
+def test_rest_fork_refuses_bad_bodies(worked: Conversation, user: User, body: Any) -> None:
     client = token_client(user)
     count = Conversation.objects.count()
     response = client.post(url(worked.pk, "fork/"), body, format="json")
@@ -301,7 +320,9 @@ def test_rest_fork_refuses_bad_bodies(worked, user, body):
     assert Conversation.objects.count() == count
 
 
-def test_rest_fork_of_another_users_conversation_is_the_usual_404(worked, make_user):
+def test_rest_fork_of_another_users_conversation_is_the_usual_404(
+    worked: Conversation, make_user: MakeUser
+) -> None:
     stranger = token_client(make_user())
     response = stranger.post(url(worked.pk, "fork/"), {"at_seq": 1}, format="json")
     assert (response.status_code, response.content) == (404, NOT_FOUND)
@@ -311,7 +332,9 @@ def test_rest_fork_of_another_users_conversation_is_the_usual_404(worked, make_u
 
 
 @pytest.mark.django_db(transaction=True)
-def test_forks_while_the_original_is_written_are_consistent_prefixes(user, make_conversation):
+def test_forks_while_the_original_is_written_are_consistent_prefixes(
+    user: User, make_conversation: MakeConversation
+) -> None:
     conversation = make_conversation()
     services.save_message(conversation=conversation, message={"role": "user", "content": "0"})
     stop = threading.Event()
@@ -366,7 +389,7 @@ def test_forks_while_the_original_is_written_are_consistent_prefixes(user, make_
             assert call.status == ("completed" if done else "interrupted"), call.call_id
 
 
-def test_deleting_the_original_keeps_the_fork(worked, user):
+def test_deleting_the_original_keeps_the_fork(worked: Conversation, user: User) -> None:
     fork = services.fork_conversation(conversation=worked, at_seq=2, owner=user)
     text = exported(fork)
     services.delete_conversation(conversation=worked)
@@ -375,3 +398,30 @@ def test_deleting_the_original_keeps_the_fork(worked, user):
     assert exported(fork) == text
     body = token_client(user).get(url(fork.pk)).json()
     assert (body["forked_from_id"], body["forked_at_seq"]) == (None, 2)
+
+
+def staff_scope(user: User | AnonymousUser) -> QuerySet[Conversation]:
+    """A host's SCOPE: staff read every conversation, others their own."""
+    if getattr(user, "is_staff", False) and user.is_active:
+        return Conversation.objects.all()
+    return Conversation.objects.owned_by(user)
+
+
+@override_settings(MURMUR_CONVERSATIONS={"SCOPE": "tests.test_fork.staff_scope"})
+def test_a_fork_or_a_link_by_a_reader_who_is_not_the_owner_is_logged(
+    worked: Conversation, user: User, make_user: MakeUser
+) -> None:
+    staff = make_user(is_staff=True)
+    client = token_client(staff)
+    assert client.post(url(worked.pk, "fork/"), {"at_seq": 1}, format="json").status_code == 201
+    assert client.post(url(worked.pk, "shares/"), {}, format="json").status_code == 201
+    owner = token_client(user)
+    assert owner.post(url(worked.pk, "fork/"), {"at_seq": 1}, format="json").status_code == 201
+    surfaces = list(
+        AccessLogEntry.objects.filter(conversation=worked)
+        .order_by("id")
+        .values_list("actor_id", "surface")
+    )
+    assert surfaces == [(staff.pk, "api-fork"), (staff.pk, "api-shares")]
+    fork = Conversation.objects.get(owner=staff)  # the staff member's own copy
+    assert fork.forked_from_id == worked.pk

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core import signing
 from django.db import connection
+from pytest_django import Settings
 
 from murmur_conversations import hooks, services
-from murmur_conversations.hooks import HookReadError, read_messages
+from murmur_conversations.hooks import HookReadError, MessagePage, read_messages
+from murmur_conversations.models import Conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -24,11 +29,11 @@ GRANTED = {
 
 
 @pytest.fixture(autouse=True)
-def grants(settings):
+def grants(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = GRANTED
 
 
-def append(conversation, count, start=0):
+def append(conversation: Conversation, count: int, start: int = 0) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -38,11 +43,11 @@ def append(conversation, count, start=0):
     )
 
 
-def ids(page):
+def ids(page: MessagePage) -> list[str]:
     return [m["id"] for m in page.messages]
 
 
-def test_newest_first_pages_and_cursor(conversation):
+def test_newest_first_pages_and_cursor(conversation: Conversation) -> None:
     append(conversation, 5)
     page = read_messages(hook="recall", conversation=conversation, limit=2)
     assert ids(page) == ["id4", "id3"]
@@ -57,7 +62,7 @@ def test_newest_first_pages_and_cursor(conversation):
     assert page.next_cursor is None
 
 
-def test_message_shape_and_tool_envelope(conversation):
+def test_message_shape_and_tool_envelope(conversation: Conversation) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[
@@ -90,7 +95,7 @@ def test_message_shape_and_tool_envelope(conversation):
     assert tool["source_id"] is None
 
 
-def test_walk_while_appending_repeats_and_skips_nothing(conversation):
+def test_walk_while_appending_repeats_and_skips_nothing(conversation: Conversation) -> None:
     append(conversation, 7)
     seen, cursor, totals = [], None, []
     while True:
@@ -106,19 +111,19 @@ def test_walk_while_appending_repeats_and_skips_nothing(conversation):
 
 
 @pytest.mark.parametrize("limit", [0, -5, 1])
-def test_small_limits_read_one(conversation, limit):
+def test_small_limits_read_one(conversation: Conversation, limit: int) -> None:
     append(conversation, 3)
     assert len(read_messages(hook="recall", conversation=conversation, limit=limit).messages) == 1
 
 
-def test_limit_is_clamped_to_100(conversation):
+def test_limit_is_clamped_to_100(conversation: Conversation) -> None:
     append(conversation, 120)
     page = read_messages(hook="recall", conversation=conversation, limit=1000)
     assert len(page.messages) == 100
     assert page.next_cursor == "mc_20"
 
 
-def test_no_record_is_an_empty_page(conversation):
+def test_no_record_is_an_empty_page(conversation: Conversation) -> None:
     for target in (conversation, uuid.uuid4(), "not-a-uuid"):
         page = read_messages(hook="recall", conversation=target)
         assert (page.messages, page.next_cursor, page.total) == ([], None, 0)
@@ -128,7 +133,7 @@ def test_no_record_is_an_empty_page(conversation):
 @pytest.mark.parametrize(
     "cursor", ["7", "mc_", "mc_nine", "cur_1", "mc_4", "mc_-1", " mc_1", "mc_1\n", 3, ""]
 )
-def test_invalid_cursors(conversation, cursor):
+def test_invalid_cursors(conversation: Conversation, cursor: Any) -> None:
     append(conversation, 3)
     with pytest.raises(HookReadError) as info:
         read_messages(hook="recall", conversation=conversation, cursor=cursor)
@@ -136,14 +141,16 @@ def test_invalid_cursors(conversation, cursor):
 
 
 @pytest.mark.parametrize("hook", ["denied", "undeclared", "misplaced", None, 5])
-def test_not_granted(conversation, hook):
+def test_not_granted(conversation: Conversation, hook: Any) -> None:
     append(conversation, 1)
     with pytest.raises(HookReadError) as info:
         read_messages(hook=hook, conversation=conversation)
     assert info.value.code == "not-granted"
 
 
-def test_removing_a_grant_takes_effect_on_next_read(conversation, settings):
+def test_removing_a_grant_takes_effect_on_next_read(
+    conversation: Conversation, settings: Settings
+) -> None:
     append(conversation, 2)
     read_messages(hook="recall", conversation=conversation)
     settings.MURMUR_CONVERSATIONS = {"HOOKS": {}}
@@ -152,7 +159,9 @@ def test_removing_a_grant_takes_effect_on_next_read(conversation, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_unavailable_when_the_database_cannot_be_read(conversation, tmp_path):
+def test_unavailable_when_the_database_cannot_be_read(
+    conversation: Conversation, tmp_path: Path
+) -> None:
     append(conversation, 1)
     original = dict(connection.settings_dict)
     connection.close()
@@ -173,7 +182,7 @@ def test_unavailable_when_the_database_cannot_be_read(conversation, tmp_path):
     assert info.value.code.startswith("unavailable: ")
 
 
-def test_tokens_round_trip_and_expire(conversation):
+def test_tokens_round_trip_and_expire(conversation: Conversation) -> None:
     token = hooks.issue_token(hook="recall", conversation=conversation, max_age=60)
     verified = hooks.verify_token(token)
     assert verified == hooks.HookToken(hook="recall", conversation_id=conversation.pk)
@@ -186,10 +195,12 @@ def test_tokens_round_trip_and_expire(conversation):
     assert hooks.verify_token(forged) is None
 
 
-def test_expired_token_is_refused(conversation, monkeypatch):
+def test_expired_token_is_refused(
+    conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     token = hooks.issue_token(hook="recall", conversation=conversation, max_age=5)
-    real_time = signing.time.time
-    monkeypatch.setattr(signing.time, "time", lambda: real_time() + 6)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 6)  # what signing reads
     assert hooks.verify_token(token) is None
 
 
@@ -197,7 +208,9 @@ def test_expired_token_is_refused(conversation, monkeypatch):
     "kwargs",
     [{"max_age": 0}, {"max_age": True}, {"max_age": 10**6}, {"hook": ""}, {"conversation": "nope"}],
 )
-def test_issue_token_rejects_bad_arguments(conversation, kwargs):
+def test_issue_token_rejects_bad_arguments(
+    conversation: Conversation, kwargs: dict[str, Any]
+) -> None:
     arguments = {"hook": "recall", "conversation": conversation, "max_age": 60, **kwargs}
     with pytest.raises(ValueError, match=r"max_age|hook name"):
         hooks.issue_token(**arguments)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
-import yaml
-from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.contrib.auth.models import User
 
 from murmur_conversations.importers.records import canonical_json
 from murmur_conversations.models import (
@@ -19,55 +18,31 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeUser, assert_counters_match_rows
+from tests.import_helpers import (
+    JSON,
+    cassette_conversation,
+    murmur_lines,
+    run,
+    write_json,
+    write_lines,
+)
 
 pytestmark = pytest.mark.django_db
 
 
-def run(*args, stdin=None):
-    """Run the command; return (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    extra = {"stdin": stdin} if stdin is not None else {}
-    try:
-        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **extra)
-    except CommandError as error:
-        return error.returncode, out.getvalue(), err.getvalue() + str(error)
-    return 0, out.getvalue(), err.getvalue()
-
-
-def cassette_conversation(corpus, name):
-    """The last request's messages plus its response, as a user of the cassette would take them
-    (``corpus``: the real-log corpus folder, the ``corpus`` fixture)."""
-    data = yaml.safe_load((corpus / "chat_messages" / f"{name}.yaml").read_text("utf-8"))
-    last = data["interactions"][-1]
-    messages = last["request"]["parsed_body"]["messages"]
-    body = last["response"]["parsed_body"]
-    reply = body["choices"][0]["message"] if "choices" in body else body
-    return [*messages, reply]
-
-
-def write_json(path, value):
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False), "utf-8")
-    return path
-
-
-def write_lines(path, *lines, end="\n"):
-    path.write_bytes("".join(line + end for line in lines).encode("utf-8"))
-    return path
-
-
-def sha256(value):
+def sha256(value: JSON) -> str:
     import hashlib
 
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
-def only_conversation(**filters):
+def only_conversation(**filters: object) -> Conversation:
     [conversation] = Conversation.objects.filter(**filters)
     return conversation
 
 
-def record(conversation):
+def record(conversation: Conversation) -> list[Message]:
     return list(Message.objects.filter(conversation=conversation).order_by("position"))
 
 
@@ -75,7 +50,7 @@ def record(conversation):
 
 
 @pytest.mark.parametrize("fmt", ["openai", "auto"])
-def test_openai_cassette_imports(corpus, tmp_path, user, fmt):
+def test_openai_cassette_imports(corpus: Path, tmp_path: Path, user: User, fmt: str) -> None:
     messages = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
@@ -103,7 +78,7 @@ def test_openai_cassette_imports(corpus, tmp_path, user, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "auto"])
-def test_anthropic_cassette_imports(corpus, tmp_path, user, fmt):
+def test_anthropic_cassette_imports(corpus: Path, tmp_path: Path, user: User, fmt: str) -> None:
     messages = cassette_conversation(corpus, "anthropic_tool_with_thinking")
     path = write_json(tmp_path / "chat.json", messages)
     code, out, err = run(path, "--owner", user.username, "--format", fmt)
@@ -137,7 +112,9 @@ def test_anthropic_cassette_imports(corpus, tmp_path, user, fmt):
     assert_counters_match_rows(conversation)
 
 
-def test_importing_twice_adds_nothing_and_owners_are_separate(corpus, tmp_path, make_user):
+def test_importing_twice_adds_nothing_and_owners_are_separate(
+    corpus: Path, tmp_path: Path, make_user: MakeUser
+) -> None:
     alice, bob = make_user(), make_user()
     path = write_json(
         tmp_path / "chat.json", cassette_conversation(corpus, "anthropic_tool_with_thinking")
@@ -146,6 +123,9 @@ def test_importing_twice_adds_nothing_and_owners_are_separate(corpus, tmp_path, 
     conversation = only_conversation(owner=alice)
     before = (conversation.last_event_seq, Message.objects.count(), DisplayMessage.objects.count())
     code, out, _ = run(path, "--owner", alice.username)
+    assert code == 0
+    assert "unchanged since the last import" in out  # docs/formats.md "Whole folders"
+    code, out, _ = run(path, "--owner", alice.username, "--reread")
     assert code == 0
     assert "0 message(s) added of 4 read" in out
     conversation.refresh_from_db()
@@ -158,7 +138,9 @@ def test_importing_twice_adds_nothing_and_owners_are_separate(corpus, tmp_path, 
     assert len(record(theirs)) == len(record(conversation)) == 4
 
 
-def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(corpus, tmp_path, user):
+def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
     full = cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     head = full[:2]  # the user question and the call, no result yet
     code, out, _ = run(write_json(tmp_path / "a.json", head), "--owner", user.username)
@@ -173,7 +155,7 @@ def test_open_call_at_the_end_is_interrupted_then_completed_by_a_longer_log(corp
     assert len(record(Conversation.objects.get())) == len(full)
 
 
-def test_jsonl_message_list_with_conversation_id(corpus, tmp_path, user):
+def test_jsonl_message_list_with_conversation_id(corpus: Path, tmp_path: Path, user: User) -> None:
     lines = [
         json.dumps(m) for m in cassette_conversation(corpus, "openai_multiple_agent_tool_calls")
     ]
@@ -184,7 +166,7 @@ def test_jsonl_message_list_with_conversation_id(corpus, tmp_path, user):
     assert len(record(conversation)) == len(lines)
 
 
-def test_anthropic_request_body_with_system_prompt(tmp_path, user):
+def test_anthropic_request_body_with_system_prompt(tmp_path: Path, user: User) -> None:
     body = {
         "system": "Be brief.",
         "messages": [
@@ -206,21 +188,7 @@ def test_anthropic_request_body_with_system_prompt(tmp_path, user):
 # --------------------------------------------------------------------------- murmur records
 
 
-def murmur_lines():
-    return [
-        '{"role":"user","content":[{"type":"text","text":"Summarize today\'s changes."}],'
-        '"id":"msg_01a04900754b7183b66c11e744612e2d"}',
-        '{"role": "assistant", "content": [{"type": "thinking", "text": "hm", "signature": "s"},'
-        ' {"type": "tool_call", "id": "call_1", "name": "git_log", "input": {"n": 3}}],'
-        ' "id": "msg_02"}',
-        '{"role":"tool","content":"3 commits","tool_call_id":"call_1","is_error":false,'
-        '"id":"msg_03","source_id":"hook-7"}',
-        '{"role":"assistant","content":[{"type":"text","text":"Three commits, all tests: ✓"}],'
-        '"id":"msg_04","model":"m1"}',
-    ]
-
-
-def test_murmur_record_key_from_path_and_raw_lines_kept(tmp_path, user):
+def test_murmur_record_key_from_path_and_raw_lines_kept(tmp_path: Path, user: User) -> None:
     folder = tmp_path / "rec-9" / "ctx-2"
     folder.mkdir(parents=True)
     path = write_lines(folder / "conversation.jsonl", *murmur_lines())
@@ -242,7 +210,7 @@ def test_murmur_record_key_from_path_and_raw_lines_kept(tmp_path, user):
     assert raws["msg_02"] == murmur_lines()[1]
 
 
-def test_murmur_key_falls_back_to_conversation_id_then_first_id(tmp_path, user):
+def test_murmur_key_falls_back_to_conversation_id_then_first_id(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines())
     assert run(path, "--owner", user.username, "--format", "murmur")[0] == 0
     assert only_conversation().external_id == "msg_01a04900754b7183b66c11e744612e2d"
@@ -250,7 +218,7 @@ def test_murmur_key_falls_back_to_conversation_id_then_first_id(tmp_path, user):
     assert Conversation.objects.filter(external_id="mine").exists()
 
 
-def test_stdin(user):
+def test_stdin(user: User) -> None:
     data = "\n".join(murmur_lines()).encode("utf-8") + b"\n"
     code, out, _ = run("-", "--owner", user.username, stdin=io.BytesIO(data))
     assert code == 0
@@ -258,7 +226,7 @@ def test_stdin(user):
     assert Message.objects.count() == 4
 
 
-def test_dry_run_writes_nothing(tmp_path, user):
+def test_dry_run_writes_nothing(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines(), '{"kind":"marker"}')
     code, out, _ = run(path, "--owner", user.username, "--dry-run")
     assert code == 0
@@ -270,7 +238,7 @@ def test_dry_run_writes_nothing(tmp_path, user):
 # --------------------------------------------------------------------------- bad files
 
 
-def test_bom_crlf_and_blank_lines(tmp_path, user):
+def test_bom_crlf_and_blank_lines(tmp_path: Path, user: User) -> None:
     body = "\r\n\r\n".join(murmur_lines()) + "\r\n\r\n"
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
@@ -280,7 +248,7 @@ def test_bom_crlf_and_blank_lines(tmp_path, user):
     assert SourceRecord.objects.get(source_key="msg_02").raw == murmur_lines()[1]
 
 
-def test_malformed_middle_line_is_reported_and_the_rest_lands(tmp_path, user):
+def test_malformed_middle_line_is_reported_and_the_rest_lands(tmp_path: Path, user: User) -> None:
     lines = murmur_lines()
     path = write_lines(
         tmp_path / "log.jsonl", lines[0], '{"role": "user", "content": nope}', *lines[1:]
@@ -292,7 +260,7 @@ def test_malformed_middle_line_is_reported_and_the_rest_lands(tmp_path, user):
     assert Message.objects.count() == 4
 
 
-def test_torn_last_line(tmp_path, user):
+def test_torn_last_line(tmp_path: Path, user: User) -> None:
     path = tmp_path / "log.jsonl"
     path.write_bytes(("\n".join(murmur_lines()) + '\n{"role":"user","cont').encode("utf-8"))
     code, _, err = run(path, "--owner", user.username)
@@ -301,7 +269,7 @@ def test_torn_last_line(tmp_path, user):
     assert Message.objects.count() == 4
 
 
-def test_last_line_without_newline_is_fine(tmp_path, user):
+def test_last_line_without_newline_is_fine(tmp_path: Path, user: User) -> None:
     path = tmp_path / "log.jsonl"
     path.write_bytes("\n".join(murmur_lines()).encode("utf-8"))
     assert run(path, "--owner", user.username)[0] == 0
@@ -315,7 +283,9 @@ def test_last_line_without_newline_is_fine(tmp_path, user):
         ('{"role":"user","content":"hi","id":"m1"}\n'.encode("utf-16"), "UTF-16"),
     ],
 )
-def test_wrong_encoding_is_refused_whole(tmp_path, user, data, reason):
+def test_wrong_encoding_is_refused_whole(
+    tmp_path: Path, user: User, data: bytes, reason: str
+) -> None:
     good = write_lines(tmp_path / "good.jsonl", *murmur_lines())
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(
@@ -332,7 +302,7 @@ def test_wrong_encoding_is_refused_whole(tmp_path, user, data, reason):
     assert Message.objects.count() == 4
 
 
-def test_unknown_record_types_are_kept_counted_and_not_partial(tmp_path, user):
+def test_unknown_record_types_are_kept_counted_and_not_partial(tmp_path: Path, user: User) -> None:
     lines = murmur_lines()
     marker = '{"type":"compaction-marker","at":3}'
     path = write_lines(tmp_path / "log.jsonl", lines[0], marker, *lines[1:])
@@ -345,7 +315,7 @@ def test_unknown_record_types_are_kept_counted_and_not_partial(tmp_path, user):
     assert SourceRecord.objects.count() == 5
 
 
-def test_invalid_message_is_refused_alone(tmp_path, user):
+def test_invalid_message_is_refused_alone(tmp_path: Path, user: User) -> None:
     lines = murmur_lines()
     path = write_lines(
         tmp_path / "log.jsonl", lines[0], '{"role":"user","content":42,"id":"bad"}', *lines[1:]
@@ -362,7 +332,7 @@ def test_invalid_message_is_refused_alone(tmp_path, user):
     "text",
     ["", "\n\n  \n", "[1, 2]\n", '"just a string"\n'],
 )
-def test_nothing_usable_exits_2(tmp_path, user, text):
+def test_nothing_usable_exits_2(tmp_path: Path, user: User, text: str) -> None:
     path = tmp_path / "x.json"
     path.write_text(text, "utf-8")
     code, _, _ = run(path, "--owner", user.username, "--format", "openai")
@@ -370,17 +340,18 @@ def test_nothing_usable_exits_2(tmp_path, user, text):
     assert not Message.objects.exists()
 
 
-def test_undetectable_format(tmp_path, user):
+def test_undetectable_format(tmp_path: Path, user: User) -> None:
     path = write_lines(tmp_path / "x.jsonl", '{"what": 1}')
     code, _, err = run(path, "--owner", user.username)
     assert code == 2
-    assert "cannot tell the format; pass --format" in err
+    assert "cannot tell the format: none of the first 1 line(s)" in err
+    assert "pass --format" in err
 
 
 # --------------------------------------------------------------------------- agentfootprint
 
 
-def envelope(fmt="conversation-v1", **data):
+def envelope(fmt: str = "conversation-v1", **data: JSON) -> dict[str, JSON]:
     history = [
         {"role": "user", "content": "Book a table"},
         {
@@ -403,7 +374,7 @@ def envelope(fmt="conversation-v1", **data):
     return {"format": fmt, "savedAt": 1700000000000, "data": payload}
 
 
-def test_agentfootprint_conversation(tmp_path, user):
+def test_agentfootprint_conversation(tmp_path: Path, user: User) -> None:
     path = write_json(tmp_path / "session.json", envelope())
     code, out, err = run(path, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -425,7 +396,7 @@ def test_agentfootprint_conversation(tmp_path, user):
     assert Message.objects.count() == 4
 
 
-def test_agentfootprint_paused_run_sets_the_pending_ask(tmp_path, user):
+def test_agentfootprint_paused_run_sets_the_pending_ask(tmp_path: Path, user: User) -> None:
     ask = {"question": "Which time?", "tool": "ask_user", "pauseData": {"options": [1, 2]}}
     path = write_json(tmp_path / "paused.json", envelope("flowchart-v1", pending=ask))
     assert run(path, "--owner", user.username)[0] == 0
@@ -462,7 +433,9 @@ def test_agentfootprint_paused_run_sets_the_pending_ask(tmp_path, user):
         ),
     ],
 )
-def test_agentfootprint_refusals_name_the_problem(tmp_path, user, value, reason):
+def test_agentfootprint_refusals_name_the_problem(
+    tmp_path: Path, user: User, value: JSON, reason: str
+) -> None:
     path = write_json(tmp_path / "env.json", value)
     code, _, err = run(path, "--owner", user.username, "--format", "agentfootprint")
     assert code == 2
@@ -482,7 +455,7 @@ def test_agentfootprint_refusals_name_the_problem(tmp_path, user, value, reason)
         (["{path}", "--owner", "{user}", "--follow"], "--follow takes exactly one source"),
     ],
 )
-def test_usage_errors_exit_2(tmp_path, user, args, message):
+def test_usage_errors_exit_2(tmp_path: Path, user: User, args: list[str], message: str) -> None:
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines())
     args = [a.format(user=user.username, path=path) for a in args]
     code, _, err = run(path, *args)
@@ -491,7 +464,7 @@ def test_usage_errors_exit_2(tmp_path, user, args, message):
     assert not Conversation.objects.exists()
 
 
-def test_missing_file_exits_2_before_importing_anything(tmp_path, user):
+def test_missing_file_exits_2_before_importing_anything(tmp_path: Path, user: User) -> None:
     good = write_lines(tmp_path / "log.jsonl", *murmur_lines())
     code, _, err = run(good, tmp_path / "missing.jsonl", "--owner", user.username)
     assert code == 2
@@ -499,11 +472,11 @@ def test_missing_file_exits_2_before_importing_anything(tmp_path, user):
     assert not Conversation.objects.exists()
 
 
-def test_owner_is_matched_on_username_field(tmp_path, make_user):
-    make_user(username="ada")
+def test_owner_is_matched_on_username_field(tmp_path: Path, make_user: MakeUser) -> None:
+    ada = make_user(username="ada")
     path = write_lines(tmp_path / "log.jsonl", *murmur_lines())
     assert run(path, "--owner", "ada")[0] == 0
-    assert only_conversation().owner.username == "ada"
+    assert only_conversation().owner == ada
 
 
 @pytest.mark.parametrize(
@@ -515,14 +488,16 @@ def test_owner_is_matched_on_username_field(tmp_path, make_user):
         ("muse_exec_jsonl/echo_basic.jsonl", "openai", "muse"),
     ],
 )
-def test_a_plainly_wrong_forced_format_is_refused_whole(corpus, user, relative, forced, detected):
+def test_a_plainly_wrong_forced_format_is_refused_whole(
+    corpus: Path, user: User, relative: str, forced: str, detected: str
+) -> None:
     code, _, err = run(corpus / relative, "--owner", user.username, "--format", forced)
     assert code == 2
     assert f"looks like {detected}, not {forced}" in err
     assert not Conversation.objects.exists()
 
 
-def test_a_forced_format_that_fits_still_imports(corpus, user):
+def test_a_forced_format_that_fits_still_imports(corpus: Path, user: User) -> None:
     path = corpus / "codex_exec_jsonl" / "failed_command.jsonl"
     code, _, _ = run(path, "--owner", user.username, "--format", "codex")
     assert code == 0

@@ -4,7 +4,10 @@ its call, and a re-import that adds nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import (
     Conversation,
@@ -14,7 +17,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run, write_lines
+from tests.import_helpers import run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +53,7 @@ CODEX = {
 
 
 @pytest.mark.parametrize("name", sorted(CODEX))
-def test_codex_corpus_file(corpus, user, name):
+def test_codex_corpus_file(corpus: Path, user: User, name: str) -> None:
     path = corpus / name
     expected_messages, expected_calls, key = CODEX[name]
     code, out, err = run(path, "--owner", user.username)
@@ -80,7 +83,7 @@ def test_codex_corpus_file(corpus, user, name):
     ) == before
 
 
-def test_codex_rollout_injected_context_and_reasoning(corpus, user):
+def test_codex_rollout_injected_context_and_reasoning(corpus: Path, user: User) -> None:
     name = "codex_rollout/agent-history__real_sessions__codex__session-01.jsonl"
     assert run(corpus / name, "--owner", user.username)[0] == 0
     messages = list(Message.objects.order_by("position"))
@@ -97,7 +100,7 @@ def test_codex_rollout_injected_context_and_reasoning(corpus, user):
     assert DisplayMessage.objects.filter(content_type="thinking").count() == 1
 
 
-def test_codex_exec_failed_command_is_a_failed_call(corpus, user):
+def test_codex_exec_failed_command_is_a_failed_call(corpus: Path, user: User) -> None:
     assert run(corpus / "codex_exec_jsonl/failed_command.jsonl", "--owner", user.username)[0] == 0
     call = ToolCall.objects.get()
     assert (call.call_id, call.name, call.status) == ("item_2", "command_execution", "failed")
@@ -106,7 +109,9 @@ def test_codex_exec_failed_command_is_a_failed_call(corpus, user):
     assert (result.is_error, result.extra["exit_code"]) == (True, 42)
 
 
-def test_codex_exec_call_left_in_progress_is_interrupted(corpus, tmp_path, user):
+def test_codex_exec_call_left_in_progress_is_interrupted(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
     lines = (corpus / "codex_exec_jsonl/multi_command.jsonl").read_text("utf-8").splitlines()
     path = write_lines(tmp_path / "cut.jsonl", *lines[:5])  # item_2 started, never completed
     code, out, _ = run(path, "--owner", user.username)

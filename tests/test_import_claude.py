@@ -5,8 +5,10 @@ lines merged by ``message.id``; sidechain and subagent lines kept only; injected
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import (
     Conversation,
@@ -16,7 +18,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run, write_lines
+from tests.import_helpers import JSON, run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +35,7 @@ CORPUS_FILES = {
 }
 
 
-def counts(conversation):
+def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
     statuses: dict[str, int] = {}
     for call in ToolCall.objects.filter(conversation=conversation):
         statuses[call.status] = statuses.get(call.status, 0) + 1
@@ -46,12 +48,12 @@ def counts(conversation):
     )
 
 
-def lines_of(corpus, name):
+def lines_of(corpus: Path, name: str) -> list[JSON]:
     return [json.loads(line) for line in (corpus / name).read_text("utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_claude_corpus_file(corpus, user, name):
+def test_claude_corpus_file(corpus: Path, user: User, name: str) -> None:
     messages, calls, injected, records, key = CORPUS_FILES[name]
     code, out, err = run(corpus / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -70,7 +72,9 @@ def test_claude_corpus_file(corpus, user, name):
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_session_follows_the_main_chain_and_merges_split_responses(corpus, user):
+def test_session_follows_the_main_chain_and_merges_split_responses(
+    corpus: Path, user: User
+) -> None:
     assert run(corpus / SESSION, "--owner", user.username)[0] == 0
     lines = lines_of(corpus, SESSION)
     main = [line for line in lines if line["type"] in ("user", "assistant")]
@@ -108,7 +112,7 @@ def test_session_follows_the_main_chain_and_merges_split_responses(corpus, user)
     assert sidechain_uuids <= kept
 
 
-def test_session_errors_and_injected_lines(corpus, user):
+def test_session_errors_and_injected_lines(corpus: Path, user: User) -> None:
     assert run(corpus / SESSION, "--owner", user.username)[0] == 0
     failed = ToolCall.objects.filter(status="failed").order_by("name")
     assert [c.name for c in failed] == ["Edit", "Task"]
@@ -119,12 +123,13 @@ def test_session_errors_and_injected_lines(corpus, user):
     notice = DisplayMessage.objects.get(message=meta)
     assert (notice.message_type, notice.content_type) == ("system", "notification")
     conversation = Conversation.objects.get()
-    assert conversation.title.startswith("<command-message>orchestrator is running")
+    # docs/formats.md "Titles": the slash command typed, without its wrappers
+    assert conversation.title.startswith("/orchestrator @CLAUDE.md ")
     # the slash command typed (its expansion is injected) and the 3 assistant messages with text
     assert conversation.transcript_count == 1 + 3
 
 
-def test_stream_json_keeps_subagent_lines_and_the_result_line(corpus, user):
+def test_stream_json_keeps_subagent_lines_and_the_result_line(corpus: Path, user: User) -> None:
     assert run(corpus / STREAM, "--owner", user.username)[0] == 0
     record = list(Message.objects.order_by("position"))
     first = record[0]
@@ -145,7 +150,9 @@ def test_stream_json_keeps_subagent_lines_and_the_result_line(corpus, user):
     assert sum(1 for line in subagent if line.get("parent_tool_use_id")) == 3
 
 
-def test_stream_json_error_result_is_the_runs_error(corpus, tmp_path, user):
+def test_stream_json_error_result_is_the_runs_error(
+    corpus: Path, tmp_path: Path, user: User
+) -> None:
     lines = (corpus / STREAM).read_text("utf-8").splitlines()
     last = json.loads(lines[-1])
     last.update(subtype="error_max_turns", is_error=True, result="")
@@ -160,13 +167,13 @@ def test_stream_json_error_result_is_the_runs_error(corpus, tmp_path, user):
     assert DisplayMessage.objects.filter(content_type="error").count() == 1
 
 
-def line(kind, uuid, parent, session="s-1", **fields):
+def line(kind: str, uuid: str, parent: str | None, session: str = "s-1", **fields: JSON) -> str:
     return json.dumps(
         {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session, **fields}
     )
 
 
-def test_sessions_split_and_bad_lines(tmp_path, user):
+def test_sessions_split_and_bad_lines(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "mixed.jsonl",
         line("user", "u1", None, message={"role": "user", "content": "hi"}),
@@ -194,7 +201,7 @@ def test_sessions_split_and_bad_lines(tmp_path, user):
     }
 
 
-def test_lines_without_a_session_id_take_the_file_stem(tmp_path, user):
+def test_lines_without_a_session_id_take_the_file_stem(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "abc-123.jsonl",
         json.dumps({"type": "summary", "summary": "s", "leafUuid": "x"}),

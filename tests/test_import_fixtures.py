@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.contrib.auth.models import User
 
 from murmur_conversations.importers.records import key_of_messages
 from murmur_conversations.models import (
@@ -22,8 +22,8 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
-from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.helpers import MakeUser, assert_counters_match_rows
+from tests.import_helpers import export, reimport, run
 
 pytestmark = pytest.mark.django_db
 
@@ -175,7 +175,7 @@ EXPECTED = {
 }
 
 
-def counts(conversation):
+def counts(conversation: Conversation) -> dict[str, object]:
     """The counts an ``Expected`` states, read from the database."""
     statuses: dict[str, int] = {}
     for call in ToolCall.objects.filter(conversation=conversation):
@@ -193,24 +193,7 @@ def counts(conversation):
     }
 
 
-def export(conversation, *args):
-    out = io.StringIO()
-    call_command("export_conversation", str(conversation.pk), *args, stdout=out)
-    return out.getvalue()
-
-
-def reimport(user, text, fmt):
-    """Import ``text`` from stdin as ``fmt``; the conversation it created."""
-    before = set(Conversation.objects.values_list("pk", flat=True))
-    code, _, err = run(
-        "-", "--owner", user.username, "--format", fmt, stdin=io.BytesIO(text.encode("utf-8"))
-    )
-    assert (code, err) == (0, "")
-    [created] = Conversation.objects.exclude(pk__in=before)
-    return created
-
-
-def test_every_fixture_is_listed_and_every_format_has_one():
+def test_every_fixture_is_listed_and_every_format_has_one() -> None:
     on_disk = {p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.json*")}
     assert on_disk == set(EXPECTED)
     from murmur_conversations.importers.registry import FORMAT_NAMES
@@ -219,7 +202,7 @@ def test_every_fixture_is_listed_and_every_format_has_one():
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_fixture_imports_with_hand_counted_rows(name, user):
+def test_fixture_imports_with_hand_counted_rows(name: str, user: User) -> None:
     expected = EXPECTED[name]
     code, out, err = run(FIXTURES / name, "--owner", user.username)  # --format auto
     assert (code, err) == (0, "")
@@ -255,11 +238,14 @@ def test_fixture_imports_with_hand_counted_rows(name, user):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_fixture_imported_again_adds_nothing(name, user):
+def test_fixture_imported_again_adds_nothing(name: str, user: User) -> None:
     assert run(FIXTURES / name, "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get(owner=user)
     before = (conversation.last_event_seq, counts(conversation), DisplayMessage.objects.count())
     code, out, err = run(FIXTURES / name, "--owner", user.username)
+    assert (code, err) == (0, "")
+    assert "unchanged since the last import" in out  # docs/formats.md "Whole folders"
+    code, out, err = run(FIXTURES / name, "--owner", user.username, "--reread")
     assert (code, err) == (0, "")
     assert " 0 message(s) added of " in out
     conversation.refresh_from_db()
@@ -269,7 +255,7 @@ def test_fixture_imported_again_adds_nothing(name, user):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_fixture_export_round_trips(name, make_user):
+def test_fixture_export_round_trips(name: str, make_user: MakeUser) -> None:
     owner, other = make_user(), make_user()
     assert run(FIXTURES / name, "--owner", owner.username)[0] == 0
     conversation = Conversation.objects.get(owner=owner)
@@ -284,7 +270,7 @@ def test_fixture_export_round_trips(name, make_user):
 # --------------------------------------------------------------------------- per format
 
 
-def test_muse_answer_once_calls_by_key_or_by_name_and_the_failed_reminder(user):
+def test_muse_answer_once_calls_by_key_or_by_name_and_the_failed_reminder(user: User) -> None:
     path = FIXTURES / "muse/notes_run.jsonl"
     assert run(path, "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get()
@@ -312,7 +298,7 @@ def test_muse_answer_once_calls_by_key_or_by_name_and_the_failed_reminder(user):
     assert notice.content["text"].endswith("gave no answer within 1 step(s)")
 
 
-def test_murmur_lines_come_back_byte_for_byte(user):
+def test_murmur_lines_come_back_byte_for_byte(user: User) -> None:
     path = FIXTURES / "murmur/garden/ctx-0001/conversation.jsonl"
     assert run(path, "--owner", user.username)[0] == 0
     lines = path.read_text("utf-8").splitlines()
@@ -326,7 +312,7 @@ def test_murmur_lines_come_back_byte_for_byte(user):
     assert image.content[0]["type"] == "image"
 
 
-def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user):
+def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user: User) -> None:
     path = FIXTURES / CLAUDE_SESSION
     assert run(path, "--owner", user.username)[0] == 0
     ids = list(Message.objects.order_by("position").values_list("message_id", flat=True))
@@ -358,13 +344,14 @@ def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user):
     sidechain = {json.loads(r.raw).get("uuid") for r in SourceRecord.objects.all()}
     assert {"s-0009", "s-0010", "s-0011", "s-0012"} <= sidechain
     assert not ToolCall.objects.filter(call_id="toolu_fixture_side").exists()
-    title = Conversation.objects.get().title
-    assert title.startswith("<command-message>tidy-index is running")
+    # docs/formats.md "Titles": the fixture's summary of this session outranks the first prompt
+    assert Conversation.objects.get().title == "Tidy the recipe index"
 
 
-def test_claude_stream_json_thinking_subagent_and_result(user):
+def test_claude_stream_json_thinking_subagent_and_result(user: User) -> None:
     assert run(FIXTURES / "claude_code/stream_json.jsonl", "--owner", user.username)[0] == 0
     first = Message.objects.order_by("position").first()
+    assert first is not None
     assert first.message_id == "msg_stream_A1"
     assert [b["type"] for b in first.content] == ["thinking", "text", "tool_call"]
     thinking = DisplayMessage.objects.get(content_type="thinking")
@@ -379,7 +366,7 @@ def test_claude_stream_json_thinking_subagent_and_result(user):
     assert SourceRecord.objects.filter(record_type="result").count() == 1
 
 
-def test_codex_rollout_injected_reasoning_and_argument_shapes(user):
+def test_codex_rollout_injected_reasoning_and_argument_shapes(user: User) -> None:
     assert run(FIXTURES / CODEX_ROLLOUT, "--owner", user.username)[0] == 0
     record = list(Message.objects.order_by("position"))
     assert [m.extra.get("injected", False) for m in record[:3]] == [True, True, False]
@@ -395,7 +382,7 @@ def test_codex_rollout_injected_reasoning_and_argument_shapes(user):
     assert Conversation.objects.get().title == "Why does `cli --version` print nothing?"
 
 
-def test_codex_rollout_that_grows_completes_its_open_call(tmp_path, user):
+def test_codex_rollout_that_grows_completes_its_open_call(tmp_path: Path, user: User) -> None:
     path = tmp_path / "rollout.jsonl"
     path.write_bytes((FIXTURES / CODEX_ROLLOUT).read_bytes())
     assert run(path, "--owner", user.username)[0] == 0
@@ -417,7 +404,7 @@ def test_codex_rollout_that_grows_completes_its_open_call(tmp_path, user):
     assert Conversation.objects.count() == 1
 
 
-def test_codex_exec_upserts_items_and_fails_the_nonzero_exit(user):
+def test_codex_exec_upserts_items_and_fails_the_nonzero_exit(user: User) -> None:
     assert run(FIXTURES / "codex/exec.jsonl", "--owner", user.username)[0] == 0
     calls = {c.call_id: c for c in ToolCall.objects.all()}
     assert {k: (c.name, c.status) for k, c in calls.items()} == {
@@ -430,7 +417,7 @@ def test_codex_exec_upserts_items_and_fails_the_nonzero_exit(user):
     assert failed.content == "rm: build/cache: Permission denied\n"
 
 
-def test_openai_key_ids_and_parallel_calls(user):
+def test_openai_key_ids_and_parallel_calls(user: User) -> None:
     path = FIXTURES / "openai/timetable.json"
     messages = json.loads(path.read_text("utf-8"))
     assert run(path, "--owner", user.username)[0] == 0
@@ -444,7 +431,7 @@ def test_openai_key_ids_and_parallel_calls(user):
     assert last_answer.extra == {"refusal": None, "annotations": []}
 
 
-def test_openai_longer_copy_lands_in_the_same_conversation(tmp_path, user):
+def test_openai_longer_copy_lands_in_the_same_conversation(tmp_path: Path, user: User) -> None:
     messages = json.loads((FIXTURES / "openai/timetable.json").read_text("utf-8"))
     head = tmp_path / "head.json"
     head.write_text(json.dumps(messages[:3]), "utf-8")
@@ -457,7 +444,7 @@ def test_openai_longer_copy_lands_in_the_same_conversation(tmp_path, user):
     assert statuses["call_fixture_times"] == statuses["cl_minted_0001"] == "completed"
 
 
-def test_anthropic_system_thinking_and_split_user_turn(user):
+def test_anthropic_system_thinking_and_split_user_turn(user: User) -> None:
     path = FIXTURES / "anthropic/bike_trip.json"
     body = json.loads(path.read_text("utf-8"))
     assert run(path, "--owner", user.username)[0] == 0
@@ -486,7 +473,7 @@ def test_anthropic_system_thinking_and_split_user_turn(user):
     assert conversation.external_id == key_of_messages(body["messages"][:2])
 
 
-def test_agentfootprint_history_injected_and_the_paused_run(user):
+def test_agentfootprint_history_injected_and_the_paused_run(user: User) -> None:
     assert run(FIXTURES / "agentfootprint/conversation.json", "--owner", user.username)[0] == 0
     record = list(Message.objects.order_by("position"))
     assert record[2].content == [
@@ -504,6 +491,7 @@ def test_agentfootprint_history_injected_and_the_paused_run(user):
     assert notice.message_type == "system"
     assert run(FIXTURES / "agentfootprint/paused.json", "--owner", user.username)[0] == 0
     paused = Conversation.objects.get(status="paused")
+    assert paused.pending_ask is not None
     assert paused.pending_ask["question"] == "Oak or Elm?"
     assert paused.format == "flowchart-v1"
 
@@ -519,14 +507,16 @@ def test_agentfootprint_history_injected_and_the_paused_run(user):
         ("codex/exec.jsonl", 9, 0),
     ],
 )
-def test_fixture_followed_from_stdin(monkeypatch, user, name, messages, deltas):
+def test_fixture_followed_from_stdin(
+    monkeypatch: pytest.MonkeyPatch, user: User, name: str, messages: int, deltas: int
+) -> None:
     from murmur_conversations import signals
     from murmur_conversations.management.commands import import_conversations
 
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
     sent: list[tuple[str, str]] = []
 
-    def receive(sender, *, stream_id, text, **kwargs):
+    def receive(sender: object, *, stream_id: str, text: str, **kwargs: object) -> None:
         sent.append((stream_id, text))
 
     signals.delta.connect(receive)

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.contrib.auth.models import User
 
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
+from tests.import_helpers import Appender, follow, run
 
 pytestmark = pytest.mark.django_db
 
@@ -24,11 +26,11 @@ OUR_MUSE = Path(__file__).resolve().parent / "fixtures" / "muse" / "notes_run.js
 
 
 @pytest.fixture
-def deltas():
+def deltas() -> Iterator[list[tuple[str, str]]]:
     """The ``delta`` signals sent (``broadcast_delta``), as ``(stream_id, text)``."""
     got: list[tuple[str, str]] = []
 
-    def receive(sender, *, stream_id, text, **kwargs):
+    def receive(sender: object, *, stream_id: str, text: str, **kwargs: object) -> None:
         got.append((stream_id, text))
 
     signals.delta.connect(receive)
@@ -37,49 +39,14 @@ def deltas():
 
 
 @pytest.fixture(autouse=True)
-def shared_layer(monkeypatch):
+def shared_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Most tests run as with a shared layer; one test sets the process-local case."""
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: False)
 
 
-class Appender:
-    """The ``follow_wait`` of a test: each call (the follower reached the end of the file)
-    records what is in the database, then appends the next chunk; with none left it interrupts,
-    as Ctrl-C would."""
-
-    def __init__(self, path, chunks, deltas):
-        self.path = path
-        self.chunks = list(chunks)
-        self.deltas = deltas
-        self.seen: list[tuple[int, int, int]] = []  # (chunks written, messages, deltas)
-        self.written = 0
-
-    def __call__(self):
-        self.seen.append((self.written, Message.objects.count(), len(self.deltas)))
-        if not self.chunks:
-            raise KeyboardInterrupt
-        with self.path.open("ab") as file:
-            file.write(self.chunks.pop(0))
-        self.written += 1
-
-
-def follow(path, user, wait, *extra):
-    return run(path, "--owner", user.username, "--follow", *extra, follow_wait=wait)
-
-
-def run(*args, stdin=None, follow_wait=None):
-    """Run the command; return (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    options = {"stdin": stdin, "follow_wait": follow_wait}
-    options = {k: v for k, v in options.items() if v is not None}
-    try:
-        call_command("import_conversations", *map(str, args), stdout=out, stderr=err, **options)
-    except CommandError as error:
-        return error.returncode, out.getvalue(), err.getvalue() + str(error)
-    return 0, out.getvalue(), err.getvalue()
-
-
-def test_follow_a_file_line_by_line(corpus, tmp_path, user, deltas):
+def test_follow_a_file_line_by_line(
+    corpus: Path, tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     lines = (corpus / MUSE).read_bytes().splitlines(keepends=True)
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
@@ -97,12 +64,16 @@ def test_follow_a_file_line_by_line(corpus, tmp_path, user, deltas):
     assert by_lines[91] == (6, 6)  # the terminal: the answer, once
     assert [m for _, m, _ in wait.seen] == sorted(m for _, m, _ in wait.seen)
     answer = [text for stream, text in deltas if stream == "63a61abc-2c10-40dd-ab6d-ef00d48a5a29"]
-    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    last = Message.objects.order_by("position").last()
+    assert last is not None
+    assert "".join(answer) == last.content[0]["text"]
     assert {c.status for c in ToolCall.objects.all()} == {"completed"}
     assert Conversation.objects.get().status == "idle"
 
 
-def test_follow_our_muse_journal_line_by_line(tmp_path, user, deltas):
+def test_follow_our_muse_journal_line_by_line(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     path = tmp_path / "live.jsonl"
     path.write_bytes(b"")
     wait = Appender(path, OUR_MUSE.read_bytes().splitlines(keepends=True), deltas)
@@ -119,13 +90,17 @@ def test_follow_our_muse_journal_line_by_line(tmp_path, user, deltas):
     assert by_lines[35] == (6, 5)  # three answer deltas, the answer not stored yet
     assert by_lines[38] == (7, 5)  # the terminal: the answer, once
     answer = [text for stream, text in deltas if stream == "c0de0001-1111-4222-8333-444455556666"]
-    assert "".join(answer) == Message.objects.order_by("position").last().content[0]["text"]
+    last = Message.objects.order_by("position").last()
+    assert last is not None
+    assert "".join(answer) == last.content[0]["text"]
     statuses = sorted(ToolCall.objects.values_list("status", flat=True))
     assert statuses == ["cancelled", "completed", "failed"]
     assert Conversation.objects.get().status == "idle"
 
 
-def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
+def test_follow_joins_a_line_written_in_two_parts(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     line = json.dumps({"role": "user", "content": "hello", "id": "m1"}).encode() + b"\n"
     path = tmp_path / "conversation.jsonl"
     path.write_bytes(line[:10])
@@ -136,7 +111,9 @@ def test_follow_joins_a_line_written_in_two_parts(tmp_path, user, deltas):
     assert wait.seen == [(0, 0, 0), (1, 1, 0)]
 
 
-def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
+def test_interrupted_with_a_partial_line_reports_it(
+    tmp_path: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     good = json.dumps({"role": "user", "content": "hello", "id": "m1"})
     path = tmp_path / "conversation.jsonl"
     path.write_bytes(good.encode() + b'\n{"role":"assis')
@@ -147,7 +124,9 @@ def test_interrupted_with_a_partial_line_reports_it(tmp_path, user, deltas):
     assert Message.objects.count() == 1
 
 
-def test_follow_stdin_until_it_ends(corpus, user, deltas):
+def test_follow_stdin_until_it_ends(
+    corpus: Path, user: User, deltas: list[tuple[str, str]]
+) -> None:
     code, out, err = run(
         "-", "--owner", user.username, "--follow", stdin=io.BytesIO((corpus / MUSE).read_bytes())
     )
@@ -169,7 +148,9 @@ def test_follow_stdin_until_it_ends(corpus, user, deltas):
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
     ],
 )
-def test_follow_other_live_streams(corpus, user, name, messages, calls):
+def test_follow_other_live_streams(
+    corpus: Path, user: User, name: str, messages: int, calls: int
+) -> None:
     data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
@@ -177,7 +158,9 @@ def test_follow_other_live_streams(corpus, user, name, messages, calls):
     assert ToolCall.objects.filter(status="completed").count() == calls
 
 
-def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas):
+def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(
+    user: User, deltas: list[tuple[str, str]]
+) -> None:
     data = (
         b'{"role":"user","content":"a","id":"m1"}\n'
         b'{"role":"user","content":"\xe9","id":"m2"}\n'
@@ -189,7 +172,7 @@ def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(user, deltas)
     assert [m.message_id for m in Message.objects.order_by("position")] == ["m1", "m3"]
 
 
-def test_follow_dry_run_and_empty_or_unknown_streams(user):
+def test_follow_dry_run_and_empty_or_unknown_streams(user: User) -> None:
     stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, out, _ = run("-", "--owner", user.username, "--follow", "--dry-run", stdin=stdin)
     assert code == 0
@@ -203,7 +186,7 @@ def test_follow_dry_run_and_empty_or_unknown_streams(user):
     assert not Conversation.objects.exists()
 
 
-def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
+def test_process_local_layer_is_said_on_stderr(monkeypatch: pytest.MonkeyPatch, user: User) -> None:
     monkeypatch.setattr(import_conversations, "layer_is_process_local", lambda: True)
     stdin = io.BytesIO(OUR_MUSE.read_bytes())
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=stdin)
@@ -212,14 +195,17 @@ def test_process_local_layer_is_said_on_stderr(monkeypatch, user):
     assert "CHANNEL_LAYERS" in err  # the Django setting, not a variable of one host
 
 
-def interrupt():
+def interrupt() -> NoReturn:
     raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("forced", ["codex", "claude-code", "openai"])
 @pytest.mark.parametrize("source", ["stdin", "file"])
-def test_follow_refuses_a_plainly_wrong_forced_format(tmp_path, user, source, forced):
+def test_follow_refuses_a_plainly_wrong_forced_format(
+    tmp_path: Path, user: User, source: str, forced: str
+) -> None:
     """The same refusal as without ``--follow`` (test_import): one detection path for both."""
+    args: list[object]
     if source == "stdin":
         args, stdin = ["-"], io.BytesIO(OUR_MUSE.read_bytes())
     else:

@@ -5,8 +5,10 @@ results linked to their task; failed tasks and failed runs; bad lines."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import (
     Conversation,
@@ -16,7 +18,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run, write_lines
+from tests.import_helpers import JSON, run, write_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -33,11 +35,11 @@ CORPUS_FILES = {
 }
 
 
-def lines_of(corpus, name):
+def lines_of(corpus: Path, name: str) -> list[str]:
     return (corpus / MUSE / name).read_text("utf-8").splitlines()
 
 
-def counts(conversation):
+def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
     statuses: dict[str, int] = {}
     for call in ToolCall.objects.filter(conversation=conversation):
         statuses[call.status] = statuses.get(call.status, 0) + 1
@@ -51,7 +53,7 @@ def counts(conversation):
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_FILES))
-def test_muse_corpus_file(corpus, user, name):
+def test_muse_corpus_file(corpus: Path, user: User, name: str) -> None:
     messages, calls, errors, records, key = CORPUS_FILES[name]
     code, out, err = run(corpus / MUSE / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -72,7 +74,9 @@ def test_muse_corpus_file(corpus, user, name):
     assert (conversation.last_event_seq, counts(conversation)) == before
 
 
-def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(corpus, user):
+def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(
+    corpus: Path, user: User
+) -> None:
     assert run(corpus / MUSE / "meta_tool_use.jsonl", "--owner", user.username)[0] == 0
     conversation = Conversation.objects.get()
     assert conversation.title.startswith("Create a file named hello.txt")
@@ -107,7 +111,7 @@ def test_answer_comes_from_the_terminal_once_and_calls_link_by_call_id(corpus, u
     assert record[1].extra["task_id"] == "1d48dee1-09fa-4807-93b6-6bc819909c87"
 
 
-def test_failed_tasks_are_error_notices_not_a_failed_run(corpus, user):
+def test_failed_tasks_are_error_notices_not_a_failed_run(corpus: Path, user: User) -> None:
     assert run(corpus / MUSE / "echo_basic.jsonl", "--owner", user.username)[0] == 0
     errors = DisplayMessage.objects.filter(content_type="error").order_by("seq")
     assert [e.metadata["task_kind"] for e in errors] == [
@@ -125,7 +129,13 @@ def test_failed_tasks_are_error_notices_not_a_failed_run(corpus, user):
     assert Conversation.objects.get().status == "idle"
 
 
-def envelope(sequence, payload_type, payload, stream="s-1", run_id="r-1"):
+def envelope(
+    sequence: int,
+    payload_type: str,
+    payload: dict[str, JSON],
+    stream: str = "s-1",
+    run_id: str = "r-1",
+) -> str:
     """One journal line in the shape of docs/formats.md (keys in native order)."""
     return json.dumps(
         {
@@ -145,7 +155,7 @@ def envelope(sequence, payload_type, payload, stream="s-1", run_id="r-1"):
     )
 
 
-def task(sequence, task_id, kind, **event):
+def task(sequence: int, task_id: str, kind: str, **event: JSON) -> str:
     return envelope(
         sequence,
         f"task.lifecycle.{kind}",
@@ -153,11 +163,11 @@ def task(sequence, task_id, kind, **event):
     )
 
 
-def prompt(sequence, text="do it"):
+def prompt(sequence: int, text: str = "do it") -> str:
     return envelope(sequence, "turn.input.user", {"kind": "turn_input_user", "prompt": text})
 
 
-def test_failed_terminal_is_the_runs_error(tmp_path, user):
+def test_failed_terminal_is_the_runs_error(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "failed.jsonl",
         prompt(1),
@@ -185,7 +195,7 @@ def test_failed_terminal_is_the_runs_error(tmp_path, user):
     assert DisplayMessage.objects.filter(content_type="error").count() == 1
 
 
-def test_tool_task_lifecycle_without_idempotency_keys(tmp_path, user):
+def test_tool_task_lifecycle_without_idempotency_keys(tmp_path: Path, user: User) -> None:
     lines = [
         prompt(1),
         task(2, "t-read", "proposed", task_kind="tool.read_file"),
@@ -242,7 +252,9 @@ def test_tool_task_lifecycle_without_idempotency_keys(tmp_path, user):
     assert orphan.metadata == {"orphan": True}
 
 
-def test_a_completed_tool_task_without_result_is_completed_at_the_end(tmp_path, user):
+def test_a_completed_tool_task_without_result_is_completed_at_the_end(
+    tmp_path: Path, user: User
+) -> None:
     path = write_lines(
         tmp_path / "tools.jsonl",
         prompt(1),
@@ -256,7 +268,7 @@ def test_a_completed_tool_task_without_result_is_completed_at_the_end(tmp_path, 
     assert (call.call_id, call.status) == ("call_a", "completed")
 
 
-def test_bad_and_unknown_lines(tmp_path, user):
+def test_bad_and_unknown_lines(tmp_path: Path, user: User) -> None:
     path = write_lines(
         tmp_path / "bad.jsonl",
         prompt(1, "hello"),
@@ -284,7 +296,9 @@ def test_bad_and_unknown_lines(tmp_path, user):
     assert SourceRecord.objects.count() == 5
 
 
-def test_sessions_are_conversations_and_conversation_id_overrides(tmp_path, user):
+def test_sessions_are_conversations_and_conversation_id_overrides(
+    tmp_path: Path, user: User
+) -> None:
     path = write_lines(
         tmp_path / "two.jsonl",
         envelope(1, "turn.input.user", {"prompt": "first"}, stream="a"),

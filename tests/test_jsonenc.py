@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.validation import json_size
+from tests.import_helpers import JSON
 
 finite_json = st.recursive(
     st.none()
@@ -26,7 +27,7 @@ finite_json = st.recursive(
 
 
 @given(finite_json)
-def test_dumps_is_compact_non_ascii_json_that_reads_back(value):
+def test_dumps_is_compact_non_ascii_json_that_reads_back(value: JSON) -> None:
     text = jsonenc.dumps(value)
     assert text == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     assert jsonenc.loads(text) == value
@@ -34,20 +35,20 @@ def test_dumps_is_compact_non_ascii_json_that_reads_back(value):
 
 
 @given(finite_json)
-def test_canonical_is_the_documented_formula(value):
+def test_canonical_is_the_documented_formula(value: JSON) -> None:
     """docs/formats.md: the ids of imported messages hash exactly this text."""
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert jsonenc.canonical(value) == expected
 
 
-def test_non_ascii_is_written_as_itself_and_counted_in_utf8_bytes():
+def test_non_ascii_is_written_as_itself_and_counted_in_utf8_bytes() -> None:
     assert jsonenc.dumps({"t": "中é"}) == '{"t":"中é"}'
     assert jsonenc.size("中") == 5  # two quotes and three bytes
     assert jsonenc.size({"a": [1, 2]}) == len('{"a":[1,2]}')
 
 
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
-def test_non_finite_numbers_are_refused(number):
+def test_non_finite_numbers_are_refused(number: float) -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         jsonenc.dumps({"x": [number]})
     with pytest.raises(InvalidContent):
@@ -58,12 +59,12 @@ def test_non_finite_numbers_are_refused(number):
 
 
 @pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}'])
-def test_loads_refuses_the_non_finite_literals(text):
+def test_loads_refuses_the_non_finite_literals(text: str) -> None:
     with pytest.raises(ValueError, match="is not JSON"):
         jsonenc.loads(text)
 
 
-def test_loads_reads_bytes_and_reports_bad_text():
+def test_loads_reads_bytes_and_reports_bad_text() -> None:
     assert jsonenc.loads('{"t":"中"}'.encode()) == {"t": "中"}
     with pytest.raises(json.JSONDecodeError):
         jsonenc.loads("{")

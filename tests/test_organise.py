@@ -4,27 +4,32 @@ and keyset walks that never return a row twice while pins change."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, ConversationTag
 from murmur_conversations.representations import summary_row
 from tests.api_helpers import API, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
 LIST = f"{API}conversations/"
 
 
-def ids(response) -> list[str]:
+def ids(response: Any) -> list[str]:
     assert response.status_code == 200, response.content
     return [row["id"] for row in response.json()["results"]]
 
 
-def test_patch_sets_pinned_archived_and_tags(conversation, user):
+def test_patch_sets_pinned_archived_and_tags(conversation: Conversation, user: User) -> None:
     client = token_client(user)
     before = conversation.last_event_seq
     response = client.patch(
@@ -70,20 +75,24 @@ def test_patch_sets_pinned_archived_and_tags(conversation, user):
         {"starred": True},
     ],
 )
-def test_bad_organising_values_are_400_and_change_nothing(conversation, user, body):
+def test_bad_organising_values_are_400_and_change_nothing(
+    conversation: Conversation, user: User, body: Any
+) -> None:
     response = token_client(user).patch(url(conversation.pk), body, format="json")
     assert (response.status_code, response.json()["code"]) == (400, "invalid_field")
     conversation.refresh_from_db()
     assert (conversation.pinned, conversation.archived, conversation.tags) == (False, False, [])
 
 
-def test_service_refuses_bad_values(conversation):
+def test_service_refuses_bad_values(conversation: Conversation) -> None:
     for kwargs in ({"pinned": None}, {"archived": "no"}, {"tags": None}, {"tags": ["a", 2]}):
         with pytest.raises(InvalidContent):
             services.update_conversation(conversation=conversation, **kwargs)
 
 
-def test_the_list_is_pinned_first_hides_archived_and_filters_by_tag(user, make_conversation):
+def test_the_list_is_pinned_first_hides_archived_and_filters_by_tag(
+    user: User, make_conversation: MakeConversation
+) -> None:
     a, b, c, d = (make_conversation(title=name) for name in "abcd")
     services.update_conversation(conversation=b, pinned=True, tags=["work"])
     services.update_conversation(conversation=c, archived=True, tags=["work"])
@@ -101,12 +110,12 @@ def test_the_list_is_pinned_first_hides_archived_and_filters_by_tag(user, make_c
 
 
 @pytest.mark.parametrize("query", ["?archived=yes", "?archived=2", "?tag=" + "x" * 40, "?tag=%07"])
-def test_bad_list_filters_are_400(user, query):
+def test_bad_list_filters_are_400(user: User, query: str) -> None:
     response = token_client(user).get(LIST + query)
     assert (response.status_code, response.json()["code"]) == (400, "invalid_filter")
 
 
-def test_a_cursor_is_bound_to_its_filters(user, make_conversation):
+def test_a_cursor_is_bound_to_its_filters(user: User, make_conversation: MakeConversation) -> None:
     for _ in range(3):
         make_conversation()
     client = token_client(user)
@@ -116,11 +125,13 @@ def test_a_cursor_is_bound_to_its_filters(user, make_conversation):
 
 
 def test_the_sidebar_signal_carries_the_new_fields(
-    conversation, django_capture_on_commit_callbacks
-):
+    conversation: Conversation, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
     heard = []
 
-    def listen(sender, conversation, event_seq, **kwargs):
+    def listen(
+        sender: object, conversation: Conversation, event_seq: int, **kwargs: object
+    ) -> None:
         heard.append(summary_row(conversation))
 
     signals.conversation_saved.connect(listen)
@@ -135,7 +146,7 @@ def test_the_sidebar_signal_carries_the_new_fields(
     assert all((row["pinned"], row["tags"]) == (True, ["x"]) for row in heard)
 
 
-def test_deleting_a_conversation_deletes_its_tags(conversation):
+def test_deleting_a_conversation_deletes_its_tags(conversation: Conversation) -> None:
     services.update_conversation(conversation=conversation, tags=["a", "b"])
     services.delete_conversation(conversation=conversation)
     assert not ConversationTag.objects.exists()
@@ -161,8 +172,8 @@ operation = st.tuples(
     changes=st.lists(st.lists(operation, max_size=3), max_size=12),
 )
 def test_a_walk_never_repeats_a_row_and_returns_every_unchanged_one(
-    make_user, pinned, limit, changes
-):
+    make_user: MakeUser, pinned: list[bool], limit: int, changes: list[list[tuple[str, int]]]
+) -> None:
     owner = make_user()
     conversations = [services.start_conversation(owner=owner, title=f"c{i}") for i in range(12)]
     for conversation, pin in zip(conversations, pinned, strict=True):
@@ -183,14 +194,14 @@ def test_a_walk_never_repeats_a_row_and_returns_every_unchanged_one(
             target = conversations[index]
             if kind == "none":
                 continue
-            field, value = {
-                "pin": ("pinned", True),
-                "unpin": ("pinned", False),
-                "archive": ("archived", True),
-                "unarchive": ("archived", False),
-                "rename": ("title", f"r{step}"),
-            }[kind]
-            services.update_conversation(conversation=target, **{field: value})
+            fields: dict[str, dict[str, Any]] = {
+                "pin": {"pinned": True},
+                "unpin": {"pinned": False},
+                "archive": {"archived": True},
+                "unarchive": {"archived": False},
+                "rename": {"title": f"r{step}"},
+            }
+            services.update_conversation(conversation=target, **fields[kind])
             changed.add(str(target.pk))
         step += 1
         query = f"?limit={limit}&cursor={body['next_cursor']}"
@@ -204,3 +215,13 @@ def test_a_walk_never_repeats_a_row_and_returns_every_unchanged_one(
     assert listed - changed <= set(seen), "an unchanged row was missed"
     assert set(seen) <= {str(c.pk) for c in conversations}
     Conversation.objects.filter(owner=owner).delete()
+
+
+def test_a_secret_in_a_tag_is_redacted(conversation: Conversation) -> None:
+    secret = "AK" + "IA" + "Z7QX3MNB5KLP2RTV"  # an access key's shape, upper case as found
+    services.update_conversation(conversation=conversation, tags=["ok", secret])
+    conversation.refresh_from_db()
+    assert conversation.tags == ["ok", "[redacted:aws-access-key]"]
+    assert sorted(ConversationTag.objects.values_list("name", flat=True)) == sorted(
+        conversation.tags
+    )

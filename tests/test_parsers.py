@@ -16,7 +16,6 @@ from murmur_conversations.importers.reading import NotUTF8, check_utf8, iter_lin
 from murmur_conversations.importers.records import (
     Begin,
     Kept,
-    ParseContext,
     Parsed,
     Problem,
     SourceLine,
@@ -25,18 +24,10 @@ from murmur_conversations.importers.records import (
     imported_id,
     key_of_messages,
 )
+from tests.import_helpers import assert_well_formed, json_values, parse
 
 
-def parse(fmt, text, **context):
-    parser = registry.make_parser(fmt, ParseContext(**context))
-    items = []
-    for line in iter_lines(io.BytesIO(text.encode("utf-8"))):
-        items.extend(parser.feed(line))
-    items.extend(parser.finish())
-    return items
-
-
-def test_canonical_json_and_ids():
+def test_canonical_json_and_ids() -> None:
     assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'
     message = {"role": "user", "content": "hi"}
     import hashlib
@@ -45,7 +36,7 @@ def test_canonical_json_and_ids():
     assert imported_id("k", 3, message) == "imp_" + expected
 
 
-def test_key_covers_messages_up_to_the_first_assistant():
+def test_key_covers_messages_up_to_the_first_assistant() -> None:
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     reply = {"role": "assistant", "content": "a"}
     later = {"role": "user", "content": "more"}
@@ -53,7 +44,7 @@ def test_key_covers_messages_up_to_the_first_assistant():
     assert key_of_messages(messages) != key_of_messages([*messages, reply])
 
 
-def test_line_reading():
+def test_line_reading() -> None:
     data = b'\xef\xbb\xbf{"a":1}\r\n\r\n  \n{"b":2}'
     lines = list(iter_lines(io.BytesIO(data)))
     assert lines == [
@@ -70,17 +61,17 @@ def test_line_reading():
         (b"ok\n" * 30000 + b"\xc3", "at offset 90000"),
     ],
 )
-def test_check_utf8_refuses_whole(data, reason):
+def test_check_utf8_refuses_whole(data: bytes, reason: str) -> None:
     with pytest.raises(NotUTF8, match=reason):
         check_utf8(io.BytesIO(data))
 
 
-def test_excerpt_is_short_and_escaped():
+def test_excerpt_is_short_and_escaped() -> None:
     assert excerpt("a\x00b") == "a\\x00b"
     assert len(excerpt("x" * 500)) == 80
 
 
-def test_anthropic_split_keeps_block_order_and_links_by_id():
+def test_anthropic_split_keeps_block_order_and_links_by_id() -> None:
     message = {
         "role": "user",
         "content": [
@@ -106,28 +97,26 @@ def test_anthropic_split_keeps_block_order_and_links_by_id():
     ]
 
 
-def test_openai_jsonl_holds_items_until_the_key_is_known():
+def test_openai_jsonl_holds_items_until_the_key_is_known() -> None:
     text = '{"role":"user","content":"a"}\nnope\n{"role":"assistant","content":"b"}\n{"x":1}\n'
-    items = parse("openai", text)
-    assert isinstance(items[0], Begin)
-    assert [type(i).__name__ for i in items[1:]] == ["Parsed", "Problem", "Parsed", "Kept"]
-    problem = items[2]
+    begin, first, problem, second, kept = parse("openai", text)
+    assert isinstance(begin, Begin) and isinstance(first, Parsed) and isinstance(problem, Problem)
+    assert isinstance(second, Parsed) and isinstance(kept, Kept)
     assert (problem.line, problem.excerpt) == (2, "nope")
-    key = items[0].key
-    assert items[1].message["id"] == imported_id(key, 0, {"role": "user", "content": "a"})
-    assert items[3].message["id"] == imported_id(key, 2, {"role": "assistant", "content": "b"})
-    assert isinstance(items[4], Kept)
-    assert items[4].unknown
+    key = begin.key
+    assert first.message["id"] == imported_id(key, 0, {"role": "user", "content": "a"})
+    assert second.message["id"] == imported_id(key, 2, {"role": "assistant", "content": "b"})
+    assert kept.unknown
 
 
-def test_a_document_that_is_not_json_falls_back_to_lines():
+def test_a_document_that_is_not_json_falls_back_to_lines() -> None:
     text = '{"role":"user",\n{"role":"assistant","content":"b"}\n'
-    items = parse("openai", text)
-    assert [type(i).__name__ for i in items] == ["Problem", "Begin", "Parsed"]
-    assert items[0].line == 1
+    problem, begin, parsed = parse("openai", text)
+    assert isinstance(problem, Problem) and isinstance(begin, Begin) and isinstance(parsed, Parsed)
+    assert problem.line == 1
 
 
-def test_murmur_unknown_records_before_any_message():
+def test_murmur_unknown_records_before_any_message() -> None:
     text = '{"type":"header"}\n{"role":"user","content":"hi","id":"m1"}\n'
     items = parse("murmur", text)
     assert items[0] == Begin("m1")
@@ -154,7 +143,7 @@ def test_murmur_unknown_records_before_any_message():
         ("[1,\n", None),
     ],
 )
-def test_detection(text, expected):
+def test_detection(text: str, expected: str | None) -> None:
     lines = iter_lines(io.BytesIO(text.encode()))
     detected, head = registry.detect(lines)
     assert detected == expected
@@ -163,13 +152,6 @@ def test_detection(text, expected):
     ]
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 message_like = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "tool", 3])},
     optional={
@@ -193,26 +175,14 @@ line_text = st.one_of(
     lines=st.lists(line_text, max_size=6),
     conversation_id=st.none() | st.just("fixed"),
 )
-def test_parsers_never_raise(fmt, lines, conversation_id):
+def test_parsers_never_raise(fmt: str, lines: list[str], conversation_id: str | None) -> None:
     text = "\n".join(line.replace("\n", " ") for line in lines)
-    items = parse(fmt, text, conversation_id=conversation_id)
-    for item in items:
-        assert isinstance(item, Begin | Parsed | Kept | Problem | type(None)) or hasattr(
-            item, "status"
-        )
-        if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str)
-    begun = False
-    for item in items:
-        if isinstance(item, Begin):
-            begun = True
-        elif not isinstance(item, Problem):
-            assert begun, "every non-problem item follows a Begin"
+    assert_well_formed(parse(fmt, text, conversation_id=conversation_id))
 
 
 @settings(max_examples=40, deadline=None)
 @given(lines=st.lists(line_text, max_size=6))
-def test_detection_never_raises_and_keeps_every_line(lines):
+def test_detection_never_raises_and_keeps_every_line(lines: list[str]) -> None:
     text = "\n".join(line.replace("\n", " ") for line in lines)
     expected = [line.text for line in iter_lines(io.BytesIO(text.encode("utf-8", "surrogatepass")))]
     source = iter_lines(io.BytesIO(text.encode("utf-8", "surrogatepass")))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmur_conversations.importers import registry
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import (
     Begin,
@@ -19,23 +19,13 @@ from murmur_conversations.importers.records import (
     ParseContext,
     Parsed,
     Problem,
-    SourceLine,
 )
-from tests.test_parsers import json_values, parse
+from tests.import_helpers import JSON, assert_well_formed, feed, json_values, parse
 
 
-def feed_all(fmt, lines, **context):
-    parser = registry.make_parser(fmt, ParseContext(**context))
-    items = []
-    for number, text in enumerate(lines, start=1):
-        items.extend(parser.feed(SourceLine(number, text)))
-    items.extend(parser.finish())
-    return items
-
-
-def test_muse_deltas_are_previews_and_the_answer_comes_once(corpus):
+def test_muse_deltas_are_previews_and_the_answer_comes_once(corpus: Path) -> None:
     lines = (corpus / "muse_exec_jsonl" / "meta_basic.jsonl").read_text("utf-8").splitlines()
-    items = feed_all("muse", lines)
+    items = feed("muse", lines)
     assert isinstance(items[0], Begin)
     assert [i.text for i in items if isinstance(i, Delta)] == ["Four"]
     messages = [i.message for i in items if isinstance(i, Parsed)]
@@ -46,15 +36,15 @@ def test_muse_deltas_are_previews_and_the_answer_comes_once(corpus):
     assert sum(isinstance(i, Kept) for i in items) == len(lines)
 
 
-def test_muse_ids_are_stable_however_the_journal_is_cut(corpus):
+def test_muse_ids_are_stable_however_the_journal_is_cut(corpus: Path) -> None:
     lines = (corpus / "muse_exec_jsonl" / "meta_tool_use.jsonl").read_text("utf-8").splitlines()
-    whole = [i.message["id"] for i in feed_all("muse", lines) if isinstance(i, Parsed)]
-    cut = [i.message["id"] for i in feed_all("muse", lines[:40]) if isinstance(i, Parsed)]
+    whole = [i.message["id"] for i in feed("muse", lines) if isinstance(i, Parsed)]
+    cut = [i.message["id"] for i in feed("muse", lines[:40]) if isinstance(i, Parsed)]
     assert whole[: len(cut)] == cut
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_kept_only(corpus):
+def test_claude_stream_subagent_lines_are_kept_only(corpus: Path) -> None:
     lines = (corpus / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
     parsed = [i for i in items if isinstance(i, Parsed)]
@@ -70,20 +60,20 @@ def test_claude_stream_subagent_lines_are_kept_only(corpus):
         (b"", []),
     ],
 )
-def test_follow_lines_from_a_pipe(data, expected):
-    refused = []
+def test_follow_lines_from_a_pipe(data: bytes, expected: list[tuple[str, bool]]) -> None:
+    refused: list[object] = []
     lines = follow_lines(io.BytesIO(data), wait=None, refuse=lambda *a: refused.append(a))
     assert [(line.text, line.complete) for line in lines] == expected
     assert refused == []
 
 
-def test_follow_lines_waits_then_reads_appends_and_stops_on_interrupt():
+def test_follow_lines_waits_then_reads_appends_and_stops_on_interrupt() -> None:
     stream = io.BytesIO()
     stream.write(b"one\ntw")
     stream.seek(0)
     appends = [b"o\n\xff\n", b"three"]
 
-    def wait():
+    def wait() -> None:
         if not appends:
             raise KeyboardInterrupt
         position = stream.tell()
@@ -196,18 +186,12 @@ claude_like = st.fixed_dictionaries(
     ),
     conversation_id=st.none() | st.just("fixed"),
 )
-def test_agent_log_parsers_never_raise(fmt, lines, conversation_id):
+def test_agent_log_parsers_never_raise(
+    fmt: str, lines: list[str], conversation_id: str | None
+) -> None:
     texts = [line.replace("\n", " ") or "x" for line in lines]
-    items = feed_all(fmt, texts, conversation_id=conversation_id)
-    begun = False
-    for item in items:
-        if isinstance(item, Begin):
-            begun = True
-        elif not isinstance(item, Problem):
-            assert begun, "every non-problem item follows a Begin"
-        if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str)
-            assert item.message["id"]
+    items = feed(fmt, texts, ParseContext(conversation_id=conversation_id))
+    assert_well_formed(items)
     kept = [i for i in items if isinstance(i, Kept)]
     problems = [i for i in items if isinstance(i, Problem) and i.line is not None]
     # every line is kept or reported (a line can be both: kept, and its payload refused)
@@ -223,7 +207,7 @@ def test_agent_log_parsers_never_raise(fmt, lines, conversation_id):
         ("not json", "not json"),
     ],
 )
-def test_codex_rollout_arguments_are_parsed_or_kept_as_text(arguments, expected):
+def test_codex_rollout_arguments_are_parsed_or_kept_as_text(arguments: str, expected: JSON) -> None:
     call = {"type": "function_call", "name": "shell", "arguments": arguments, "call_id": "c1"}
     lines = [
         {"type": "session_meta", "payload": {"id": "s1"}},

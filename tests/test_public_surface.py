@@ -6,9 +6,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from datetime import timedelta
+from typing import NoReturn
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.contrib.auth.models import User
 
 import murmur_conversations
 from murmur_conversations import services
@@ -27,7 +29,7 @@ DECLARED = [
 
 
 @pytest.mark.parametrize("name", DECLARED)
-def test_every_declared_name_exists_and_is_public(name):
+def test_every_declared_name_exists_and_is_public(name: str) -> None:
     module = importlib.import_module(name)
     assert module.__all__, name
     for exported in module.__all__:
@@ -35,10 +37,10 @@ def test_every_declared_name_exists_and_is_public(name):
         assert exported == "__version__" or not exported.startswith("_")
 
 
-def test_version_comes_from_the_installed_distribution(monkeypatch):
+def test_version_comes_from_the_installed_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert murmur_conversations.__version__ == importlib.metadata.version("murmur-conversations")
 
-    def not_installed(name):
+    def not_installed(name: str) -> NoReturn:
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
@@ -50,7 +52,7 @@ def test_version_comes_from_the_installed_distribution(monkeypatch):
     assert murmur_conversations.__version__ == importlib.metadata.version("murmur-conversations")
 
 
-def test_every_service_has_an_async_twin():
+def test_every_service_has_an_async_twin() -> None:
     names = set(services.__all__)
     constants = {n for n in names if n.isupper()}
     sync = {n for n in names if n.islower() and f"a{n}" in names}  # answer_* starts with "a" too
@@ -58,6 +60,7 @@ def test_every_service_has_an_async_twin():
         "ALLOWED_MOVES",
         "MAX_ANSWER_CHARS",
         "MAX_COMMENT_CHARS",
+        "MAX_HOLD_REASON",
         "MAX_SHARE_SECONDS",
         "MAX_TAGS",
         "MAX_TAG_CHARS",
@@ -71,7 +74,7 @@ def test_every_service_has_an_async_twin():
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_new_async_twins_do_what_their_services_do(user):
+async def test_the_new_async_twins_do_what_their_services_do(user: User) -> None:
     conversation = await services.astart_conversation(owner=user, title="twins")
     record = {"source_key": "k1", "line_number": 1, "raw": "{}", "record_type": "x"}
     added = await services.asave_source_records(

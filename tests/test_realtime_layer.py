@@ -13,12 +13,15 @@ import textwrap
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import broadcast, layer_is_process_local
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.layers import ProcessLocalChannelLayer
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # ------------------------------------------------------------------------------ layer
 
 
-async def test_send_and_receive_in_order():
+async def test_send_and_receive_in_order() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     for i in range(3):
@@ -37,16 +40,17 @@ async def test_send_and_receive_in_order():
     assert [(await layer.receive(channel))["i"] for _ in range(3)] == [0, 1, 2]
 
 
-async def test_messages_are_copied():
+async def test_messages_are_copied() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
-    message = {"type": "m", "items": [1]}
+    items = [1]
+    message = {"type": "m", "items": items}
     await layer.send(channel, message)
-    message["items"].append(2)
+    items.append(2)
     assert (await layer.receive(channel))["items"] == [1]
 
 
-async def test_full_channel_raises_and_group_send_skips_it():
+async def test_full_channel_raises_and_group_send_skips_it() -> None:
     layer = ProcessLocalChannelLayer(capacity=2)
     full, free = await layer.new_channel(), await layer.new_channel()
     for channel in (full, free):
@@ -60,7 +64,7 @@ async def test_full_channel_raises_and_group_send_skips_it():
     assert [(await layer.receive(full))["type"] for _ in range(2)] == ["a", "b"]
 
 
-async def test_group_discard_and_flush():
+async def test_group_discard_and_flush() -> None:
     layer = ProcessLocalChannelLayer()
     a, b = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("g", a)
@@ -79,7 +83,7 @@ async def test_group_discard_and_flush():
 
 
 @pytest.mark.parametrize("name", ["", "bad name", "é", "x" * 100])
-async def test_invalid_names_are_refused(name):
+async def test_invalid_names_are_refused(name: str) -> None:
     layer = ProcessLocalChannelLayer()
     with pytest.raises(TypeError):
         await layer.group_add(name, "ok")
@@ -87,7 +91,7 @@ async def test_invalid_names_are_refused(name):
         await layer.send(name, {"type": "x"})
 
 
-async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups():
+async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups() -> None:
     layer = ProcessLocalChannelLayer(expiry=-1)  # every message is already expired
     dead, live = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("g", dead)
@@ -97,7 +101,7 @@ async def test_expired_messages_are_dropped_and_their_channel_leaves_its_groups(
     assert layer.group_members("g") == []
 
 
-async def test_cancelled_receive_forgets_the_channel():
+async def test_cancelled_receive_forgets_the_channel() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     await layer.group_add("g", channel)
@@ -110,7 +114,7 @@ async def test_cancelled_receive_forgets_the_channel():
     assert layer.channel_names() == []
 
 
-async def test_a_send_from_another_thread_wakes_the_receiver():
+async def test_a_send_from_another_thread_wakes_the_receiver() -> None:
     layer = ProcessLocalChannelLayer()
     channel = await layer.new_channel()
     await layer.group_add("g", channel)
@@ -135,7 +139,7 @@ async def _fan_out_work(subscribers: int, bystanders: int) -> int:
     return layer.work - before
 
 
-async def test_fan_out_work_is_linear_in_subscribers_only():
+async def test_fan_out_work_is_linear_in_subscribers_only() -> None:
     """Issue 7: counts of work, not wall-clock. One step per member reached, whatever else the
     process holds (the stock in-memory layer scans every channel and group on each send)."""
     assert await _fan_out_work(100, 0) == 100
@@ -147,13 +151,13 @@ async def test_fan_out_work_is_linear_in_subscribers_only():
 # ------------------------------------------------------------------------------ process locality
 
 
-def test_layer_is_process_local():
+def test_layer_is_process_local() -> None:
     assert layer_is_process_local(ProcessLocalChannelLayer()) is True
     assert layer_is_process_local(InMemoryChannelLayer()) is True
     assert layer_is_process_local(object()) is False
 
 
-def test_layer_is_process_local_reads_the_configured_layer(settings):
+def test_layer_is_process_local_reads_the_configured_layer(settings: Settings) -> None:
     settings.CHANNEL_LAYERS = {}
     assert layer_is_process_local() is True
     settings.CHANNEL_LAYERS = {
@@ -172,7 +176,7 @@ def test_layer_is_process_local_reads_the_configured_layer(settings):
 # ------------------------------------------------------------------------------ group names
 
 
-def test_group_names_come_from_the_prefix(settings):
+def test_group_names_come_from_the_prefix(settings: Settings) -> None:
     settings.MURMUR_CONVERSATIONS = {"GROUP_PREFIX": "acme-1"}
     pk = uuid.UUID("12345678-1234-4234-8234-123456789abc")
     assert group_name("conversation", pk) == "acme-1.conversation.12345678123442348234123456789abc"
@@ -191,27 +195,32 @@ def test_group_names_come_from_the_prefix(settings):
 class HangingLayer:
     """A layer whose group_send never returns until released: a dead Redis."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.release = threading.Event()
         self.calls = 0
 
-    async def group_send(self, group, message):
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
         self.calls += 1
         while not self.release.is_set():
             await asyncio.sleep(0.01)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_hanging_layer_never_blocks_a_write(conversation, caplog):
+@pytest.mark.django_db
+def test_a_hanging_layer_never_blocks_a_write(
+    conversation: Conversation,
+    caplog: pytest.LogCaptureFixture,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     layer = HangingLayer()
     hanging = broadcast.Broadcaster(maxsize=2, send_timeout=60, layer=lambda: layer)
     previous = broadcast.set_broadcaster(hanging)
     caplog.set_level(logging.WARNING, logger="murmur_conversations.realtime")
     try:
         for i in range(6):  # each write publishes two events (conversation and sidebar)
-            services.save_message(
-                conversation=conversation, message={"role": "user", "content": f"m{i}"}
-            )
+            with django_capture_on_commit_callbacks(execute=True):  # as a commit would
+                services.save_message(
+                    conversation=conversation, message={"role": "user", "content": f"m{i}"}
+                )
         assert conversation.last_event_seq == 6
         assert hanging.dropped >= 12 - 3  # one in flight, two queued at most
         assert any("dropped" in r.getMessage() for r in caplog.records)
@@ -223,9 +232,11 @@ def test_a_hanging_layer_never_blocks_a_write(conversation, caplog):
     assert hanging.sent >= 1
 
 
-def test_a_failing_layer_is_counted_and_the_sender_goes_on(caplog):
+def test_a_failing_layer_is_counted_and_the_sender_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Failing:
-        async def group_send(self, group, message):
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
             raise ConnectionError("redis is down")
 
     failing = broadcast.Broadcaster(layer=lambda: Failing())
@@ -240,7 +251,7 @@ def test_a_failing_layer_is_counted_and_the_sender_goes_on(caplog):
     assert failing.dropped == 1
 
 
-def test_a_send_that_times_out_is_abandoned():
+def test_a_send_that_times_out_is_abandoned() -> None:
     layer = HangingLayer()
     slow = broadcast.Broadcaster(send_timeout=0.05, layer=lambda: layer)
     slow.publish("g", {"type": "x"})
@@ -251,7 +262,7 @@ def test_a_send_that_times_out_is_abandoned():
     slow.stop(5)
 
 
-def test_no_layer_drops():
+def test_no_layer_drops() -> None:
     quiet = broadcast.Broadcaster(layer=lambda: None)
     quiet.publish("g", {"type": "x"})
     assert quiet.flush(5)
@@ -262,7 +273,7 @@ def test_no_layer_drops():
 # ------------------------------------------------------------------------------ without Channels
 
 
-def test_the_app_works_without_channels(tmp_path):
+def test_the_app_works_without_channels(tmp_path: Path) -> None:
     """docs/architecture.md: without ``channels`` the app still works, minus live updates."""
     script = textwrap.dedent(
         f"""

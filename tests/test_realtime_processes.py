@@ -12,19 +12,23 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from pytest_django import Settings
 from rest_framework.authtoken.models import Token
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from murmur_conversations import services
+from murmur_conversations.models import Conversation
 from murmur_conversations.realtime import broadcast
+from tests.realtime_helpers import Frame, db_async, ticket_for
 from tests.servers import child_environment
 from tests.servers import uvicorn_server as serve
-from tests.test_realtime_support import ticket_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +37,7 @@ TIMEOUT = 15  # seconds; servers start inside this bound, frames arrive well wit
 
 
 @pytest.fixture
-def shared_env(settings):
+def shared_env(settings: Settings) -> Iterator[dict[str, str]]:
     """Environment for child processes: the test database, and on Redis a private prefix that
     this process's channel layer uses too."""
     yield child_environment(settings, prefix="murmur-p")
@@ -41,7 +45,7 @@ def shared_env(settings):
 
 
 @contextlib.contextmanager
-def uvicorn_server(env, log_path: Path):
+def uvicorn_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
     """A uvicorn process serving the demo's websockets (see ``tests.servers``)."""
     with serve(env, log_path, scheme="ws", timeout=TIMEOUT) as base:
         yield base
@@ -51,14 +55,16 @@ async def close_code(uri: str) -> int:
     async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(ws.recv(), TIMEOUT)
+        assert ws.close_code is not None
         return ws.close_code
 
 
-async def next_frame(ws) -> dict:
-    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+async def next_frame(ws: ClientConnection) -> Frame:
+    frame: Frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+    return frame
 
 
-async def frames_until(ws, predicate) -> list[dict]:
+async def frames_until(ws: ClientConnection, predicate: Callable[[Frame], bool]) -> list[Frame]:
     received = []
     while True:
         received.append(await next_frame(ws))
@@ -66,7 +72,7 @@ async def frames_until(ws, predicate) -> list[dict]:
             return received
 
 
-def run_recover_interrupted(env, conversation) -> None:
+def run_recover_interrupted(env: dict[str, str], conversation: Conversation) -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -87,7 +93,7 @@ def run_recover_interrupted(env, conversation) -> None:
     assert result.stdout.strip() == "1 conversation(s) marked interrupted"
 
 
-def patch_title(http_base: str, conversation, token: str) -> int:
+def patch_title(http_base: str, conversation: Conversation, token: str) -> int:
     request = urllib.request.Request(
         f"{http_base}/api/conversations/{conversation.pk}/",
         data=json.dumps({"title": "Through server one"}).encode(),
@@ -95,10 +101,11 @@ def patch_title(http_base: str, conversation, token: str) -> int:
         headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return response.status
+        status: int = response.status
+        return status
 
 
-def start_run(conversation) -> None:
+def start_run(conversation: Conversation) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -109,53 +116,53 @@ def start_run(conversation) -> None:
     services.set_status(conversation=conversation, status="running")
 
 
-async def test_real_client_close_codes_and_command_writes(shared_env, tmp_path, user, conversation):
+async def test_real_client_close_codes_and_command_writes(
+    shared_env: dict[str, str], tmp_path: Path, user: User, conversation: Conversation
+) -> None:
     """Close codes through uvicorn; a write from this process and one from ``manage.py
     recover_interrupted`` reach the client (embedded default: through the server's database tail;
     with REDIS_URL: through Redis)."""
-    await database_sync_to_async(start_run)(conversation)
+    await db_async(start_run)(conversation)
     ticket = ticket_for(user)
     with uvicorn_server(shared_env, tmp_path / "server.log") as base:
-        try:
-            assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
-            bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
-            assert await close_code(bad) == 4404
-            malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
-            assert await close_code(malformed) == 4404
-            since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
-            assert await close_code(since) == 4400
-            uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
-            async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
-                snapshot = await next_frame(ws)
-                assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
-                replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
-                assert replay[0]["message"]["content_type"] == "tool_call"
-                await database_sync_to_async(services.save_message)(
-                    conversation=conversation, message={"role": "user", "content": "here"}
-                )
-                frame = await next_frame(ws)
-                assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "here"})
-                await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
-                frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
-                assert frames[-1]["status"] == "interrupted"
-                assert frames[-1]["event_seq"] == 4
-                card = next(f for f in frames if f["type"] == "display_message_updated")
-                assert card["message"]["status"] == "interrupted"
-                await ws.send("x" * 5000)
-                with pytest.raises(ConnectionClosed):
-                    await asyncio.wait_for(ws.recv(), TIMEOUT)
-                assert ws.close_code == 1009
-        except BaseException:
-            print((tmp_path / "server.log").read_text())
-            raise
+        assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
+        bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
+        assert await close_code(bad) == 4404
+        malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
+        assert await close_code(malformed) == 4404
+        since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
+        assert await close_code(since) == 4400
+        uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
+        async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
+            snapshot = await next_frame(ws)
+            assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
+            replay = await frames_until(ws, lambda f: f["type"] == "status_changed")
+            assert replay[0]["message"]["content_type"] == "tool_call"
+            await db_async(services.save_message)(
+                conversation=conversation, message={"role": "user", "content": "here"}
+            )
+            frame = await next_frame(ws)
+            assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "here"})
+            await asyncio.to_thread(run_recover_interrupted, shared_env, conversation)
+            frames = await frames_until(ws, lambda f: f["type"] == "status_changed")
+            assert frames[-1]["status"] == "interrupted"
+            assert frames[-1]["event_seq"] == 4
+            card = next(f for f in frames if f["type"] == "display_message_updated")
+            assert card["message"]["status"] == "interrupted"
+            await ws.send("x" * 5000)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), TIMEOUT)
+            assert ws.close_code == 1009
 
 
 @pytest.mark.redis
-async def test_two_servers_share_redis(shared_env, tmp_path, user, conversation):
+async def test_two_servers_share_redis(
+    shared_env: dict[str, str], tmp_path: Path, user: User, conversation: Conversation
+) -> None:
     """Issue 7: clients of two ASGI servers sharing Redis both receive a write made in a third
     process, one made through the first server (REST PATCH) and one made by a management
     command."""
-    await database_sync_to_async(start_run)(conversation)
+    await db_async(start_run)(conversation)
     ticket = ticket_for(user)
     with (
         uvicorn_server(shared_env, tmp_path / "one.log") as one,
@@ -169,14 +176,14 @@ async def test_two_servers_share_redis(shared_env, tmp_path, user, conversation)
         ):
             for ws in (first, second):
                 assert (await next_frame(ws))["type"] == "snapshot"
-            await database_sync_to_async(services.save_message)(
+            await db_async(services.save_message)(
                 conversation=conversation, message={"role": "user", "content": "both"}
             )
             for ws in (first, second):
                 frame = await next_frame(ws)
                 assert (frame["event_seq"], frame["message"]["content"]) == (3, {"text": "both"})
             assert (await next_frame(stream))["event_seq"] == 3
-            token = await database_sync_to_async(Token.objects.create)(user=user)
+            token = await db_async(Token.objects.create)(user=user)
             status = await asyncio.to_thread(
                 patch_title, one.replace("ws://", "http://"), conversation, token.key
             )

@@ -10,10 +10,11 @@ import pytest
 from murmur_conversations.realtime.shared import SharedReads, shared_reads
 
 
-async def test_concurrent_callers_share_one_read():
-    reads, calls, gate = SharedReads(), [], asyncio.Event()
+async def test_concurrent_callers_share_one_read() -> None:
+    reads, gate = SharedReads(), asyncio.Event()
+    calls: list[int] = []
 
-    async def fetch():
+    async def fetch() -> str:
         calls.append(1)
         await gate.wait()
         return "row"
@@ -27,10 +28,11 @@ async def test_concurrent_callers_share_one_read():
     assert len(calls) == 1
 
 
-async def test_other_keys_and_expired_windows_read_again():
-    reads, calls = SharedReads(), []
+async def test_other_keys_and_expired_windows_read_again() -> None:
+    reads = SharedReads()
+    calls: list[int] = []
 
-    async def fetch():
+    async def fetch() -> int:
         calls.append(1)
         return len(calls)
 
@@ -39,10 +41,10 @@ async def test_other_keys_and_expired_windows_read_again():
     assert await reads.read("a", window=0, fetch=fetch) == 3  # a zero window never shares
 
 
-async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive():
+async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive() -> None:
     reads, gate = SharedReads(), asyncio.Event()
 
-    async def failing():
+    async def failing() -> None:
         await gate.wait()
         raise RuntimeError("database down")
 
@@ -56,5 +58,5 @@ async def test_errors_are_shared_and_a_cancelled_caller_keeps_the_read_alive():
     assert first.cancelled()
 
 
-async def test_one_shared_reads_per_event_loop():
+async def test_one_shared_reads_per_event_loop() -> None:
     assert shared_reads() is shared_reads()

@@ -25,18 +25,20 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from channels.db import database_sync_to_async
-from django.db import connection
+from django.contrib.auth.models import User
+from pytest_django import Settings
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from murmur_conversations.realtime import broadcast
 from tests.helpers import assert_counters_match_rows
-from tests.test_realtime_support import TIMEOUT, connect, frames_until
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
+from tests.servers import database_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 30  # seconds a server may take to start; a bound, never a synchronisation
@@ -45,7 +47,8 @@ START_TIMEOUT = 30  # seconds a server may take to start; a bound, never a synch
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def wait_for_port(port: int, *, up: bool) -> None:
@@ -70,7 +73,7 @@ def _pg_bin(name: str) -> str | None:
 
 
 @pytest.fixture
-def private_postgres():
+def private_postgres() -> Iterator[str]:
     """A throwaway PostgreSQL cluster on a free loopback port; yields its ``DATABASE_URL``.
     As root it runs as the ``postgres`` system user (initdb refuses root)."""
     initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
@@ -93,25 +96,25 @@ def private_postgres():
     if prefix:
         os.chown(base, account.pw_uid, account.pw_gid)
     port = free_port()
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "timeout": START_TIMEOUT}
-    try:
-        made = subprocess.run(
-            [*prefix, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"], **quiet
+
+    def quiet(command: list[str]) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=START_TIMEOUT
         )
+
+    try:
+        made = quiet([*prefix, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"])
         if made.returncode != 0:
             pytest.skip(f"initdb failed here: {made.stderr.decode()[-300:]}")
         options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
-        started = subprocess.run(
-            [*prefix, pg_ctl, "-D", data, "-o", options, "-l", os.path.join(base, "log"), "-w",
-             "start"],
-            **quiet,
-        )  # fmt: skip
+        log = os.path.join(base, "log")
+        started = quiet([*prefix, pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "start"])
         if started.returncode != 0:
             pytest.skip(f"PostgreSQL did not start here: {started.stderr.decode()[-300:]}")
         yield f"postgres://postgres@127.0.0.1:{port}/postgres"
     finally:
         if os.path.exists(os.path.join(data, "postmaster.pid")):
-            subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"], **quiet)
+            quiet([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"])
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -183,16 +186,13 @@ print(json.dumps({"killed": killed, "error": state.get("error"), "after_kill": a
 """
 
 
-def test_a_connection_killed_mid_write_fails_cleanly_and_the_retry_lands_once(private_postgres):
+def test_a_connection_killed_mid_write_fails_cleanly_and_the_retry_lands_once(
+    private_postgres: str,
+) -> None:
     """The batch fails with ``WriteConflict``; the conversation is exactly as before it (one
     message, one row, one event); the retry adds the 40 messages and the call once, gapless."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}
-    env.update(
-        DATABASE_URL=private_postgres,
-        DJANGO_SETTINGS_MODULE="project.settings",
-        MURMUR_DB_POOL_MAX="4",
-        PYTHONWARNINGS="ignore",
-    )
+    env = database_environment(pool_max=4)
+    env.update(DATABASE_URL=private_postgres, MURMUR_DB_POOL_MAX="4")
     run = subprocess.run(
         [sys.executable, "-c", KILL_SCENARIO],
         cwd=ROOT,
@@ -229,7 +229,7 @@ def test_a_connection_killed_mid_write_fails_cleanly_and_the_retry_lands_once(pr
 
 
 @pytest.fixture
-def private_redis(settings):
+def private_redis(settings: Settings) -> Iterator[tuple[Callable[[], None], Callable[[], None]]]:
     """A redis-server on a free loopback port, used as this test's channel layer; yields a
     ``(stop, start)`` pair of functions."""
     server = shutil.which("redis-server")
@@ -237,7 +237,7 @@ def private_redis(settings):
         pytest.skip("needs redis-server on PATH")
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="murmur-redis-")
-    process: list[subprocess.Popen] = []
+    process: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
         process.append(
@@ -278,8 +278,10 @@ def private_redis(settings):
 
 @pytest.mark.django_db(transaction=True)
 async def test_writes_succeed_while_redis_is_down_and_since_recovers_them(
-    private_redis, user, conversation
-):
+    private_redis: tuple[Callable[[], None], Callable[[], None]],
+    user: User,
+    conversation: Conversation,
+) -> None:
     """With Redis killed, 30 writes all succeed and the broadcaster counts failed or dropped
     deliveries instead of blocking them; once Redis is back, ``?since=`` replays all 30 rows."""
     stop, start = private_redis
@@ -293,11 +295,11 @@ async def test_writes_succeed_while_redis_is_down_and_since_recovers_them(
     stop()
     texts = [f"during outage {i}" for i in range(30)]
     for text in texts:
-        rows = await database_sync_to_async(services.save_message)(
+        rows = await db_async(services.save_message)(
             conversation=conversation, message={"role": "user", "content": text}
         )
         assert len(rows) == 1
-    await database_sync_to_async(broadcaster.flush)(TIMEOUT * 3)
+    await db_async(broadcaster.flush)(TIMEOUT * 3)
     assert broadcaster.failed + broadcaster.dropped > lost_before
     start()
 
@@ -310,7 +312,7 @@ async def test_writes_succeed_while_redis_is_down_and_since_recovers_them(
     ]
     assert replayed == texts
     await second.disconnect()
-    await database_sync_to_async(assert_counters_match_rows)(conversation)
+    await db_async(assert_counters_match_rows)(conversation)
 
 
 # ------------------------------------------------------------------------------ killed worker
@@ -334,19 +336,11 @@ sys.stdin.readline()  # never answered: the test kills this process here
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_killed_mid_stream_leaves_nothing_looking_live(conversation):
+def test_a_worker_killed_mid_stream_leaves_nothing_looking_live(conversation: Conversation) -> None:
     """A worker process SIGKILLed while a call is executing and another pending, its conversation
     ``running``: ``recover_interrupted`` marks both calls ``interrupted`` (``worker_lost``) and the
     conversation ``interrupted``, in one event; a second run changes nothing."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="project.settings", PYTHONWARNINGS="ignore")
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["MURMUR_SQLITE_PATH"] = str(db["NAME"])
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-        env["MURMUR_DB_POOL_MAX"] = "2"
+    env = database_environment(pool_max=2)
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER_RUN, str(conversation.pk)],
         cwd=ROOT,

@@ -13,18 +13,19 @@ state (the one the single winning worker set), and every page walk returned each
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.models import Message, ToolCall
 from tests.api_helpers import token_client, url
-from tests.helpers import assert_counters_match_rows
+from tests.helpers import MakeUser, assert_counters_match_rows
+from tests.servers import database_environment
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -88,21 +89,10 @@ print(json.dumps({"changes": changes, "wins": wins}), flush=True)
 """
 
 
-def child_env() -> dict[str, str]:
-    """The demo settings pointed at this test database, with a small pool and no Redis."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    env["MURMUR_DB_POOL_MAX"] = "4"
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
-
-
-def walk(client, conversation_id, route: str) -> list[int]:
+def walk(client: APIClient, conversation_id: uuid.UUID, route: str) -> list[int]:
     """One full page walk (newest first), returning the keys it saw."""
-    seen, cursor = [], None
+    seen: list[int] = []
+    cursor = None
     while True:
         query = {"limit": 7, **({"cursor": cursor} if cursor else {})}
         page = client.get(url(conversation_id, route), query)
@@ -115,7 +105,7 @@ def walk(client, conversation_id, route: str) -> list[int]:
             return seen
 
 
-def test_workers_in_several_processes_lose_and_double_nothing(make_user):
+def test_workers_in_several_processes_lose_and_double_nothing(make_user: MakeUser) -> None:
     owner = make_user()
     shared = services.start_conversation(owner=owner, title="shared")
     own = [services.start_conversation(owner=owner, title=f"own {w}") for w in range(WORKERS)]
@@ -131,7 +121,7 @@ def test_workers_in_several_processes_lose_and_double_nothing(make_user):
         },
     )
     setup_events = 1
-    env = child_env()
+    env = database_environment(pool_max=4)
     workers = [
         subprocess.Popen(
             [

@@ -20,12 +20,15 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 from unittest import mock
 
 import pytest
-from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
 from django.core import signing
 from django.urls import URLPattern
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
@@ -34,13 +37,9 @@ from murmur_conversations.hooks import issue_token
 from murmur_conversations.models import Conversation
 from murmur_conversations.realtime.routing import websocket_urlpatterns
 from tests.api_helpers import API, shape, token_client
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    frames_until,
-    private_layer,
-    ticket_for,
-)
+from tests.helpers import MakeUser, Response
+from tests.import_helpers import JSON
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until, ticket_for
 
 VERBS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 DENIED = ("other", "staff", "anonymous", "hook_elsewhere", "expired_ticket")
@@ -69,11 +68,11 @@ def ws_paths() -> list[str]:
     return paths
 
 
-def expired_ticket(user) -> str:
+def expired_ticket(user: User) -> str:
     """A ticket for ``user`` signed two minutes ago (tickets live 60 seconds)."""
     from murmur_conversations.tickets import issue_ticket
 
-    def two_minutes_ago(self) -> str:
+    def two_minutes_ago(self: signing.TimestampSigner) -> str:
         return signing.b62_encode(int(time.time()) - 120)
 
     with mock.patch.object(signing.TimestampSigner, "timestamp", two_minutes_ago):
@@ -86,7 +85,7 @@ def marker() -> str:
 
 
 @pytest.fixture
-def planted(make_user, marker):
+def planted(make_user: MakeUser, marker: str) -> Conversation:
     """The owner's conversation, with the marker in every field any surface could show."""
     owner = make_user()
     m = marker
@@ -141,13 +140,17 @@ def planted(make_user, marker):
 
 
 @pytest.fixture
-def callers(make_user, planted, settings):
+def callers(
+    make_user: MakeUser, planted: Conversation, settings: Settings
+) -> dict[str, tuple[APIClient, str, str]]:
     """name -> (APIClient, query suffix, websocket query) for every caller of the matrix."""
     settings.MURMUR_CONVERSATIONS = {"HOOKS": HOOKS}
     other = make_user()
     staff = make_user(is_staff=True, is_superuser=True)
     # The hook token names another conversation of the same owner: the worst case.
-    elsewhere = services.start_conversation(owner=planted.owner, title="elsewhere")
+    owner = planted.owner
+    assert owner is not None
+    elsewhere = services.start_conversation(owner=owner, title="elsewhere")
     hook = APIClient()
     hook.credentials(
         HTTP_AUTHORIZATION=f"MurmurHook {issue_token(hook='recall', conversation=elsewhere.pk)}"
@@ -155,9 +158,9 @@ def callers(make_user, planted, settings):
     for someone in (other, staff):  # they have conversations of their own
         services.start_conversation(owner=someone, title="mine")
     hook_token = issue_token(hook="recall", conversation=elsewhere.pk)
-    expired = expired_ticket(planted.owner)
+    expired = expired_ticket(owner)
     return {
-        "owner": (token_client(planted.owner), "", f"ticket={ticket_for(planted.owner)}"),
+        "owner": (token_client(owner), "", f"ticket={ticket_for(owner)}"),
         "other": (token_client(other), "", f"ticket={ticket_for(other)}"),
         "staff": (token_client(staff), "", f"ticket={ticket_for(staff)}"),
         "anonymous": (APIClient(), "", ""),
@@ -166,17 +169,17 @@ def callers(make_user, planted, settings):
     }
 
 
-def call(client: APIClient, verb: str, path: str):
+def call(client: APIClient, verb: str, path: str) -> Response:
     if verb in ("POST", "PUT", "PATCH"):
         return client.generic(verb, path, _json(WRITE_BODY), content_type="application/json")
     return client.generic(verb, path)
 
 
-def _json(value) -> str:
+def _json(value: JSON) -> str:
     return json.dumps(value)
 
 
-def leaks(response, marker: str, conversation_id: str) -> list[str]:
+def leaks(response: Response, marker: str, conversation_id: str) -> list[str]:
     """What of the owner's conversation ``response`` reveals (body or headers)."""
     found = []
     for secret in (marker, conversation_id):
@@ -188,7 +191,7 @@ def leaks(response, marker: str, conversation_id: str) -> list[str]:
     return found
 
 
-def snapshot(conversation: Conversation) -> tuple:
+def snapshot(conversation: Conversation) -> tuple[object, ...]:
     fresh = Conversation.objects.get(pk=conversation.pk)
     return (
         fresh.title,
@@ -203,7 +206,9 @@ def snapshot(conversation: Conversation) -> tuple:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("who", DENIED)
-def test_denied_callers_learn_nothing_and_change_nothing(planted, callers, marker, who):
+def test_denied_callers_learn_nothing_and_change_nothing(
+    planted: Conversation, callers: dict[str, tuple[APIClient, str, str]], marker: str, who: str
+) -> None:
     """For each route x verb: no marker or id leaks, and the answer for the existing conversation
     equals the answers for a missing and a malformed id; afterwards the conversation is unchanged."""
     client, query, _ = callers[who]
@@ -232,13 +237,19 @@ def test_denied_callers_learn_nothing_and_change_nothing(planted, callers, marke
 @pytest.mark.django_db
 @pytest.mark.parametrize("who", DENIED)
 @pytest.mark.parametrize("op", ["session-transcript", "session-pending"])
-def test_session_wire_denials_equal_the_missing_session(planted, callers, marker, who, op):
+def test_session_wire_denials_equal_the_missing_session(
+    planted: Conversation,
+    callers: dict[str, tuple[APIClient, str, str]],
+    marker: str,
+    who: str,
+    op: str,
+) -> None:
     """``POST session/`` naming the owner's conversation answers a denied caller exactly like a
     missing session once the echoed id is replaced, and session-list shows none of it."""
     client, query, _ = callers[who]
     existing, missing = str(planted.pk), str(uuid.uuid4())
 
-    def ask(session_id):
+    def ask(session_id: str) -> Response:
         body = _json({"op": op, "sessionId": session_id})
         return client.generic("POST", API + "session/" + query, body, "application/json")
 
@@ -256,7 +267,9 @@ def test_session_wire_denials_equal_the_missing_session(planted, callers, marker
 
 
 @pytest.mark.django_db
-def test_the_owner_sees_the_marker_everywhere(planted, callers, marker):
+def test_the_owner_sees_the_marker_everywhere(
+    planted: Conversation, callers: dict[str, tuple[APIClient, str, str]], marker: str
+) -> None:
     """The positive control: every readable route shows the owner what was planted, so the
     denial checks above are able to fail."""
     client, _, _ = callers["owner"]
@@ -268,7 +281,9 @@ def test_the_owner_sees_the_marker_everywhere(planted, callers, marker):
 
 
 @pytest.mark.django_db
-def test_a_hook_token_reads_only_its_own_conversation(planted, callers, marker):
+def test_a_hook_token_reads_only_its_own_conversation(
+    planted: Conversation, callers: dict[str, tuple[APIClient, str, str]], marker: str
+) -> None:
     """The hook token opens the record of its own conversation and no other route: the planted
     conversation's record answers 404 like a missing one."""
     client, _, _ = callers["hook_elsewhere"]
@@ -280,7 +295,7 @@ def test_a_hook_token_reads_only_its_own_conversation(planted, callers, marker):
 # ------------------------------------------------------------------------------ websockets
 
 
-async def outputs_until_close(communicator) -> list[dict]:
+async def outputs_until_close(communicator: WebsocketCommunicator) -> list[dict[str, Any]]:
     """Every output of a socket up to and including its close (bounded by TIMEOUT each)."""
     received = []
     while True:
@@ -294,7 +309,9 @@ async def outputs_until_close(communicator) -> list[dict]:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("private_layer")
 @pytest.mark.parametrize("who", DENIED)
-async def test_websocket_denials_equal_the_missing_conversation(planted, callers, marker, who):
+async def test_websocket_denials_equal_the_missing_conversation(
+    planted: Conversation, callers: dict[str, tuple[APIClient, str, str]], marker: str, who: str
+) -> None:
     """Each conversation websocket path, opened by a denied caller, sends no frame and closes
     exactly as it does for a missing and a malformed id (4401 without a valid user, else 4404)."""
     existing, missing = str(planted.pk), str(uuid.uuid4())
@@ -315,30 +332,26 @@ async def test_websocket_denials_equal_the_missing_conversation(planted, callers
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("private_layer")
 async def test_another_users_stream_hears_nothing_of_the_owners_writes(
-    planted, callers, make_user, marker
-):
+    planted: Conversation,
+    callers: dict[str, tuple[APIClient, str, str]],
+    make_user: MakeUser,
+    marker: str,
+) -> None:
     """``ws/conversations/`` of another user and of staff: while the owner writes (with the
     marker) and renames, their streams carry only their own conversations; a sentinel write of
     their own, sent after the owner's writes, bounds the wait."""
-    spies = [await database_sync_to_async(make_user)(is_staff=flag) for flag in (False, True)]
-    own = [
-        await database_sync_to_async(services.start_conversation)(owner=spy, title="mine")
-        for spy in spies
-    ]
+    spies = [await db_async(make_user)(is_staff=flag) for flag in (False, True)]
+    own = [await db_async(services.start_conversation)(owner=spy, title="mine") for spy in spies]
     streams = [await connect("ws/conversations/", spy) for spy in spies]
-    await database_sync_to_async(services.save_message)(
+    await db_async(services.save_message)(
         conversation=planted, message={"role": "user", "content": f"{marker}-live"}
     )
-    await database_sync_to_async(services.update_conversation)(
-        conversation=planted, title=f"{marker}-renamed"
-    )
+    await db_async(services.update_conversation)(conversation=planted, title=f"{marker}-renamed")
     owner_stream = await connect(f"ws/conversations/{planted.pk}/?since=0&{callers['owner'][2]}")
     for stream, conversation in zip(streams, own, strict=True):
-        await database_sync_to_async(services.update_conversation)(
-            conversation=conversation, title="sentinel"
-        )
+        await db_async(services.update_conversation)(conversation=conversation, title="sentinel")
         frames = await frames_until(
-            stream, lambda f, c=conversation: f.get("conversation", {}).get("title") == "sentinel"
+            stream, lambda f: f.get("conversation", {}).get("title") == "sentinel"
         )
         text = _json(frames)
         assert marker not in text and str(planted.pk) not in text

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.test import override_settings
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from murmur_conversations import services
 from murmur_conversations.api.renderers import CompactJSONRenderer
@@ -34,31 +37,20 @@ from murmur_conversations.exceptions import (
 )
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.records import (
-    Begin,
-    Delta,
-    Kept,
-    Notice,
     ParseContext,
     Parsed,
     Problem,
     SourceLine,
-    StatusChange,
-    ToolUpdate,
 )
 from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from murmur_conversations.representations import display_row, record_row, tool_call_row
 from tests.api_helpers import API, token_client, url
 from tests.helpers import assert_counters_match_rows
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    frames_until,
-    private_layer,
-)
+from tests.import_helpers import JSON, assert_well_formed, feed
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 
 DEEP = 10_000
-ITEM_TYPES = (Begin, Parsed, Kept, ToolUpdate, StatusChange, Notice, Delta, Problem)
 FUZZ = settings(
     max_examples=40,
     deadline=None,
@@ -66,7 +58,7 @@ FUZZ = settings(
 )
 
 
-def nested(depth: int, leaf=1):
+def nested(depth: int, leaf: JSON = 1) -> JSON:
     value = leaf
     for index in range(depth):
         value = {"k": value} if index % 2 else [value]
@@ -119,7 +111,7 @@ json_like = st.recursive(
 record = st.dictionaries(st.sampled_from(VOCABULARY_KEYS), json_like, min_size=1, max_size=8)
 
 
-def dump(value) -> str:
+def dump(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -131,15 +123,6 @@ line_text = st.one_of(
     st.just("[" * 5000 + "]" * 5000),
     st.just('{"role": "user", "content": ' + "[" * 3000),
 )
-
-
-def parse_all(fmt: str, texts: list[str], context: ParseContext) -> list:
-    parser = registry.make_parser(fmt, context)
-    items = []
-    for number, text in enumerate(texts, 1):
-        items.extend(parser.feed(SourceLine(number, text, complete=number < len(texts))))
-    items.extend(parser.finish())
-    return items
 
 
 # ------------------------------------------------------------------------------ importer parsers
@@ -155,21 +138,22 @@ def parse_all(fmt: str, texts: list[str], context: ParseContext) -> list:
         conversation_id=st.none() | st.just("fixed") | nasty_text,
     ),
 )
-def test_every_parser_yields_items_and_only_writable_or_refusable_messages(fmt, texts, context):
+def test_every_parser_yields_items_and_only_writable_or_refusable_messages(
+    fmt: str, texts: list[str], context: ParseContext
+) -> None:
     """Whatever the lines, a parser returns items of the documented types; each message it yields
     has a string id and is accepted by ``normalize_message`` or refused with ``InvalidContent``."""
-    items = parse_all(fmt, texts, context)
+    items = feed(fmt, texts, context, torn_end=True)
+    assert_well_formed(items)
     for item in items:
-        assert isinstance(item, ITEM_TYPES)
         if isinstance(item, Parsed):
-            assert isinstance(item.message.get("id"), str) and item.message["id"]
             with contextlib.suppress(InvalidContent):
                 normalize_message(item.message, max_content_bytes=8 * 1024 * 1024)
 
 
 @FUZZ
 @given(texts=st.lists(line_text, min_size=1, max_size=8))
-def test_format_detection_never_raises(texts):
+def test_format_detection_never_raises(texts: list[str]) -> None:
     """``--format auto`` detection of hostile lines names a format or None and gives back every
     line it read."""
     lines = [SourceLine(n, t) for n, t in enumerate(texts, 1)]
@@ -186,7 +170,9 @@ def test_format_detection_never_raises(texts):
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(texts=st.lists(line_text, min_size=1, max_size=6))
-def test_every_importer_writes_hostile_lines_without_raising(fmt, texts, user):
+def test_every_importer_writes_hostile_lines_without_raising(
+    fmt: str, texts: list[str], user: User
+) -> None:
     """``run_import`` through the services: hostile lines are reported, never raised, and every
     conversation it touched keeps its counters equal to its rows."""
     from murmur_conversations.importers.base import run_import
@@ -200,7 +186,11 @@ def test_every_importer_writes_hostile_lines_without_raising(fmt, texts, user):
         owner=user,
         report=problems.append,
     )
-    assert outcome.problems >= 0
+    # Every refused line is reported (with its number, or None for the whole source) and
+    # counted; nothing raised.
+    assert outcome.problems == len(problems)
+    assert all(p.reason and (p.line is None or 1 <= p.line <= len(lines)) for p in problems)
+    assert outcome.messages_added <= outcome.messages_seen
     for conversation_id in outcome.conversations:
         assert_counters_match_rows(Conversation.objects.get(pk=conversation_id))
 
@@ -269,7 +259,7 @@ hostile_message = st.one_of(
 )
 
 
-def state(conversation) -> tuple:
+def state(conversation: Conversation) -> tuple[int, ...]:
     fresh = Conversation.objects.get(pk=conversation.pk)
     return (
         fresh.record_length,
@@ -282,7 +272,7 @@ def state(conversation) -> tuple:
     )
 
 
-def strict_json(value) -> bytes:
+def strict_json(value: JSON) -> bytes:
     """What the API would send: strict, UTF-8 (fails on NaN and lone surrogates)."""
     return CompactJSONRenderer().render(value)
 
@@ -295,7 +285,9 @@ def assert_clean(data: bytes) -> None:
 @pytest.mark.django_db
 @FUZZ
 @given(messages=st.lists(hostile_message, min_size=1, max_size=4))
-def test_save_message_returns_rows_or_invalid_content_and_then_wrote_nothing(messages, user):
+def test_save_message_returns_rows_or_invalid_content_and_then_wrote_nothing(
+    messages: list[JSON], user: User
+) -> None:
     """Each hostile message (after two tool calls c1, c2 exist) is saved, with every stored value
     rendering as strict JSON free of NULs, or refused with ``InvalidContent`` and nothing changed."""
     conversation = services.start_conversation(owner=user)
@@ -311,12 +303,11 @@ def test_save_message_returns_rows_or_invalid_content_and_then_wrote_nothing(mes
     )
     for message in messages:
         before = state(conversation)
+        refused: ConversationsError | None = None
         try:
             rows = services.save_message(conversation=conversation, message=message)
         except ConversationsError as error:
             refused = error
-        else:
-            refused = None
         event("refused" if refused is not None else "saved")
         if refused is not None:
             assert isinstance(refused, InvalidContent), refused
@@ -345,8 +336,8 @@ def test_save_message_returns_rows_or_invalid_content_and_then_wrote_nothing(mes
     ],
 )
 def test_openai_arguments_that_are_not_storable_json_stay_a_string(
-    conversation, user, arguments, stored
-):
+    conversation: Conversation, user: User, arguments: str, stored: JSON
+) -> None:
     """Regression: ``function.arguments`` with NaN, an overflowing number or nesting too deep was
     parsed into a value the database refused (a ``WriteConflict`` that no retry fixes) or that the
     API could not render; NUL and surrogates escaped inside it bypassed the bad-text rule. Now such
@@ -364,7 +355,7 @@ def test_openai_arguments_that_are_not_storable_json_stay_a_string(
 
 # ------------------------------------------------------------------------------ deep nesting
 
-DEEP_CALLS = {
+DEEP_CALLS: dict[str, Callable[[Conversation], object]] = {
     "content block": lambda c: services.save_message(
         conversation=c, message={"role": "user", "content": [{"type": "x", "d": nested(DEEP)}]}
     ),
@@ -400,7 +391,9 @@ DEEP_CALLS = {
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("where", sorted(DEEP_CALLS))
-def test_ten_thousand_levels_of_nesting_are_invalid_content(conversation, where):
+def test_ten_thousand_levels_of_nesting_are_invalid_content(
+    conversation: Conversation, where: str
+) -> None:
     """Regression: 10,000 nested arrays/objects raised ``RecursionError`` from the write path. Now
     each service refuses them with ``InvalidContent`` and writes nothing."""
     services.save_message(
@@ -415,7 +408,7 @@ def test_ten_thousand_levels_of_nesting_are_invalid_content(conversation, where)
 
 
 @pytest.mark.django_db
-def test_a_deep_pending_ask_is_an_invalid_pending_ask(conversation):
+def test_a_deep_pending_ask_is_an_invalid_pending_ask(conversation: Conversation) -> None:
     """``set_status`` with a 10,000-level pending ask: ``InvalidPendingAsk``, status unchanged."""
     with pytest.raises(InvalidPendingAsk):
         services.set_status(
@@ -426,7 +419,7 @@ def test_a_deep_pending_ask_is_an_invalid_pending_ask(conversation):
 
 
 @pytest.mark.django_db
-def test_nesting_at_the_limit_is_stored_and_served(conversation, user):
+def test_nesting_at_the_limit_is_stored_and_served(conversation: Conversation, user: User) -> None:
     """The boundary: content nested just under ``MAX_JSON_DEPTH`` is stored and every API view
     renders it."""
     from murmur_conversations.validation import MAX_JSON_DEPTH
@@ -451,7 +444,9 @@ def test_nesting_at_the_limit_is_stored_and_served(conversation, user):
     ],
     ids=["deep-metadata", "deep-array", "metadata-over-depth-limit"],
 )
-def test_patch_with_deep_json_is_a_clear_400(conversation, user, body):
+def test_patch_with_deep_json_is_a_clear_400(
+    conversation: Conversation, user: User, body: str
+) -> None:
     """Regression: a PATCH body nested 10,000 levels deep was a 500 (``RecursionError`` in the
     JSON parser). Now it is 400 ``invalid_field``, as JSON, and nothing changes."""
     answer = token_client(user).generic(
@@ -465,7 +460,7 @@ def test_patch_with_deep_json_is_a_clear_400(conversation, user, body):
 
 
 @pytest.mark.django_db
-def test_session_wire_with_deep_json_is_invalid_wire_op(user):
+def test_session_wire_with_deep_json_is_invalid_wire_op(user: User) -> None:
     """The session wire answers a 10,000-level body with 400 ``ERR_INVALID_WIRE_OP``."""
     answer = token_client(user).generic(
         "POST", API + "session/", "[" * DEEP + "]" * DEEP, content_type="application/json"
@@ -478,7 +473,9 @@ def test_session_wire_with_deep_json_is_invalid_wire_op(user):
 
 
 @pytest.mark.django_db
-def test_patch_metadata_at_and_over_the_limit(conversation, user, settings):
+def test_patch_metadata_at_and_over_the_limit(
+    conversation: Conversation, user: User, settings: Settings
+) -> None:
     """Metadata of exactly ``MAX_METADATA_BYTES`` is accepted; one byte more is 400
     ``invalid_field`` naming the limit, and the stored metadata is unchanged."""
     settings.MURMUR_CONVERSATIONS = {"MAX_METADATA_BYTES": 1024}
@@ -497,7 +494,7 @@ def test_patch_metadata_at_and_over_the_limit(conversation, user, settings):
 
 
 @pytest.mark.django_db
-def test_a_multi_megabyte_patch_body_is_a_json_400(conversation, user):
+def test_a_multi_megabyte_patch_body_is_a_json_400(conversation: Conversation, user: User) -> None:
     """Regression: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (2.5 MB by default) was answered
     with Django's HTML "Bad Request" page. Now it is the API's JSON 400 ``invalid_field``."""
     body = dump({"metadata": {"k": "x" * (3 * 1024 * 1024)}})
@@ -511,7 +508,7 @@ def test_a_multi_megabyte_patch_body_is_a_json_400(conversation, user):
 
 
 @pytest.mark.django_db
-def test_a_multi_megabyte_session_wire_body_is_refused(user):
+def test_a_multi_megabyte_session_wire_body_is_refused(user: User) -> None:
     """The session wire refuses an oversized body with 400 ``ERR_INVALID_WIRE_OP``."""
     body = dump({"op": "session-list", "pad": "x" * (3 * 1024 * 1024)})
     answer = token_client(user).generic("POST", API + "session/", body, "application/json")
@@ -532,7 +529,9 @@ def test_a_multi_megabyte_session_wire_body_is_refused(user):
     ],
     ids=["text", "multibyte", "extra", "blocks", "huge-integer"],
 )
-def test_oversized_content_is_invalid_content_and_writes_nothing(conversation, message):
+def test_oversized_content_is_invalid_content_and_writes_nothing(
+    conversation: Conversation, message: dict[str, JSON]
+) -> None:
     """Content and extra keys over ``MAX_CONTENT_BYTES`` (measured in UTF-8 bytes of compact JSON)
     and integers too long to write as JSON raise ``InvalidContent``; nothing is written."""
     before = state(conversation)
@@ -558,8 +557,8 @@ def test_oversized_content_is_invalid_content_and_writes_nothing(conversation, m
 )
 @pytest.mark.parametrize("stream", ["conversation", "user"])
 async def test_oversized_and_binary_client_frames_close_the_socket(
-    user, conversation, frame, code, stream
-):
+    user: User, conversation: Conversation, frame: dict[str, Any], code: int, stream: str
+) -> None:
     """Text over 4 KiB closes 1009 and binary frames close 1003, on both streams."""
     path = (
         f"ws/conversations/{conversation.pk}/" if stream == "conversation" else "ws/conversations/"
@@ -577,14 +576,16 @@ async def test_oversized_and_binary_client_frames_close_the_socket(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("private_layer")
-async def test_client_text_up_to_four_kib_is_ignored(user, conversation):
+async def test_client_text_up_to_four_kib_is_ignored(
+    user: User, conversation: Conversation
+) -> None:
     """4,096 bytes of text (and garbage JSON) change nothing: the socket stays open and the next
     write still arrives."""
     communicator = await connect(f"ws/conversations/{conversation.pk}/", user)
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
     for text in ("x" * 4096, "{" * 4096, '{"type":"cancel"}', "€" * 1365):
         await communicator.send_to(text_data=text)
-    await database_sync_to_async(services.save_message)(
+    await db_async(services.save_message)(
         conversation=conversation, message={"role": "user", "content": "still here"}
     )
     frames = await frames_until(

@@ -6,37 +6,42 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.dispatch import receiver
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 from rest_framework.test import APIClient
 
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import InvalidContent, ShareNotFound
-from murmur_conversations.models import Share, ShareRow
+from murmur_conversations.models import Conversation, Share, ShareRow
 from murmur_conversations.selectors import share_for_token
 from tests.api_helpers import NOT_FOUND, shape, token_client, url
+from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
 
 SHARED = "/api/shared/"
 
 
-def shared(token: str, client: APIClient | None = None, query: str = ""):
+def shared(token: str, client: APIClient | None = None, query: str = "") -> Any:
     return (client or APIClient()).get(f"{SHARED}{token}/{query}")
 
 
-def make_link(owner, conversation, **body):
+def make_link(owner: User, conversation: Conversation, **body: Any) -> dict[str, Any]:
     response = token_client(owner).post(url(conversation.pk, "shares/"), body, format="json")
     assert response.status_code == 201, response.content
-    return response.json()
+    link: dict[str, Any] = response.json()
+    return link
 
 
 @pytest.fixture
-def chat(conversation):
+def chat(conversation: Conversation) -> Conversation:
     services.save_message(conversation=conversation, message={"role": "user", "content": "Hi"})
     services.save_message(
         conversation=conversation,
@@ -58,7 +63,9 @@ def chat(conversation):
 
 
 @override_settings(MURMUR_CONVERSATIONS={})
-def test_a_new_link_answers_its_token_once_and_stores_only_a_hash(chat, user):
+def test_a_new_link_answers_its_token_once_and_stores_only_a_hash(
+    chat: Conversation, user: User
+) -> None:
     link = make_link(user, chat)
     assert set(link) == {
         "id",
@@ -89,19 +96,19 @@ def test_a_new_link_answers_its_token_once_and_stores_only_a_hash(chat, user):
     assert "token" not in listed["results"][0] and listed["results"][0]["active"] is True
 
 
-def test_tokens_are_random(chat, user):
+def test_tokens_are_random(chat: Conversation, user: User) -> None:
     tokens = {services.create_share(conversation=chat, created_by=user)[1] for _ in range(20)}
     assert len(tokens) == 20
 
 
 @override_settings(MURMUR_CONVERSATIONS={"SHARE_URL": "https://chat.example/s/{token}"})
-def test_share_url_setting(chat, user):
+def test_share_url_setting(chat: Conversation, user: User) -> None:
     link = make_link(user, chat)
     assert link["url"] == f"https://chat.example/s/{link['token']}"
 
 
 @override_settings(MURMUR_CONVERSATIONS={"SHARE_URL": "/shared/{token}/"})
-def test_a_share_url_path_is_made_absolute(chat, user):
+def test_a_share_url_path_is_made_absolute(chat: Conversation, user: User) -> None:
     link = make_link(user, chat)
     assert link["url"] == f"http://testserver/shared/{link['token']}/"
 
@@ -119,20 +126,22 @@ def test_a_share_url_path_is_made_absolute(chat, user):
         [],
     ],
 )
-def test_bad_bodies_are_400_and_make_nothing(chat, user, body):
+def test_bad_bodies_are_400_and_make_nothing(chat: Conversation, user: User, body: Any) -> None:
     response = token_client(user).post(url(chat.pk, "shares/"), body, format="json")
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_field"
     assert not Share.objects.exists()
 
 
-def test_an_empty_body_takes_the_defaults(chat, user):
+def test_an_empty_body_takes_the_defaults(chat: Conversation, user: User) -> None:
     response = token_client(user).post(url(chat.pk, "shares/"))
     assert response.status_code == 201
     assert response.json()["mode"] == "snapshot"
 
 
-def test_another_users_conversation_cannot_be_shared(chat, user, make_user):
+def test_another_users_conversation_cannot_be_shared(
+    chat: Conversation, user: User, make_user: MakeUser
+) -> None:
     stranger = token_client(make_user())
     for response in (
         stranger.post(url(chat.pk, "shares/"), {}, format="json"),
@@ -142,7 +151,7 @@ def test_another_users_conversation_cannot_be_shared(chat, user, make_user):
     assert not Share.objects.exists()
 
 
-def test_service_checks_its_arguments(chat, user):
+def test_service_checks_its_arguments(chat: Conversation, user: User) -> None:
     for kwargs in ({"mode": "x"}, {"expires_in": -1}, {"require_login": 1}):
         with pytest.raises(InvalidContent):
             services.create_share(conversation=chat, created_by=user, **kwargs)
@@ -155,7 +164,9 @@ def test_service_checks_its_arguments(chat, user):
 # ----------------------------------------------------------------------------- reading links
 
 
-def test_a_snapshot_shows_exactly_the_rows_as_of_its_event_seq(chat, user):
+def test_a_snapshot_shows_exactly_the_rows_as_of_its_event_seq(
+    chat: Conversation, user: User
+) -> None:
     link = make_link(user, chat)
     first = shared(link["token"]).json()
     assert first["share"] == {
@@ -186,7 +197,7 @@ def test_a_snapshot_shows_exactly_the_rows_as_of_its_event_seq(chat, user):
     assert ShareRow.objects.filter(share_id=link["id"]).count() == 4
 
 
-def test_a_live_link_shows_the_current_rows(chat, user):
+def test_a_live_link_shows_the_current_rows(chat: Conversation, user: User) -> None:
     link = make_link(user, chat, mode="live")
     assert link["snapshot_event_seq"] is None
     services.save_message(conversation=chat, message={"role": "assistant", "content": "After"})
@@ -198,7 +209,7 @@ def test_a_live_link_shows_the_current_rows(chat, user):
     assert body["conversation"]["title"] == "renamed"
 
 
-def test_a_shared_view_reveals_no_owner_and_no_internals(chat, user):
+def test_a_shared_view_reveals_no_owner_and_no_internals(chat: Conversation, user: User) -> None:
     services.save_message(
         conversation=chat,
         message={
@@ -234,7 +245,9 @@ def test_a_shared_view_reveals_no_owner_and_no_internals(chat, user):
 
 
 @pytest.mark.parametrize("private", [["bash"], ["*"]])
-def test_private_tool_arguments_are_never_shown(chat, user, private):
+def test_private_tool_arguments_are_never_shown(
+    chat: Conversation, user: User, private: list[str]
+) -> None:
     services.update_tool_status(
         conversation=chat,
         status="executing",
@@ -248,7 +261,7 @@ def test_private_tool_arguments_are_never_shown(chat, user, private):
     assert ".env" not in str(body)
 
 
-def test_pages_walk_every_shown_row_once(conversation, user):
+def test_pages_walk_every_shown_row_once(conversation: Conversation, user: User) -> None:
     services.save_messages(
         conversation=conversation,
         messages=[{"role": "user", "content": f"m{i}"} for i in range(23)],
@@ -271,7 +284,9 @@ def test_pages_walk_every_shown_row_once(conversation, user):
 # ----------------------------------------------------------------------------- one 404
 
 
-def test_revoked_expired_unknown_and_malformed_tokens_are_one_404(chat, user):
+def test_revoked_expired_unknown_and_malformed_tokens_are_one_404(
+    chat: Conversation, user: User
+) -> None:
     revoked, expired = make_link(user, chat), make_link(user, chat, expires_in=60)
     live = make_link(user, chat, mode="live")
     assert shared(live["token"]).status_code == 200
@@ -302,19 +317,23 @@ def test_revoked_expired_unknown_and_malformed_tokens_are_one_404(chat, user):
     }
 
 
-def test_a_malformed_token_costs_no_query():
+def test_a_malformed_token_costs_no_query() -> None:
     with CaptureQueriesContext(connection) as captured:
         assert shared("not-a-token").status_code == 404
     assert len(captured) == 0
 
 
-def test_revocation_is_immediate_and_announced(chat, user, django_capture_on_commit_callbacks):
+def test_revocation_is_immediate_and_announced(
+    chat: Conversation,
+    user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     link = make_link(user, chat, mode="live")
     assert share_for_token(link["token"]) is not None
     heard = []
 
     @receiver(signals.share_revoked, weak=False)
-    def listen(sender, share, conversation_id, **kwargs):
+    def listen(sender: object, share: Share, conversation_id: uuid.UUID, **kwargs: object) -> None:
         heard.append((str(share.pk), conversation_id))
 
     try:
@@ -328,7 +347,9 @@ def test_revocation_is_immediate_and_announced(chat, user, django_capture_on_com
     assert heard == [(link["id"], chat.pk)]
 
 
-def test_revoking_a_share_of_another_conversation_is_404(chat, user, make_conversation):
+def test_revoking_a_share_of_another_conversation_is_404(
+    chat: Conversation, user: User, make_conversation: MakeConversation
+) -> None:
     link = make_link(user, chat)
     other = make_conversation(title="other")
     client = token_client(user)
@@ -338,7 +359,9 @@ def test_revoking_a_share_of_another_conversation_is_404(chat, user, make_conver
     assert Share.objects.get(pk=link["id"]).revoked_at is None
 
 
-def test_require_login_links_need_any_signed_in_user(chat, user, make_user):
+def test_require_login_links_need_any_signed_in_user(
+    chat: Conversation, user: User, make_user: MakeUser
+) -> None:
     link = make_link(user, chat, require_login=True)
     anonymous = shared(link["token"])
     assert anonymous.status_code == 401
@@ -346,7 +369,7 @@ def test_require_login_links_need_any_signed_in_user(chat, user, make_user):
     assert shared(link["token"], token_client(make_user())).status_code == 200
 
 
-def test_deleting_the_conversation_deletes_its_links(chat, user):
+def test_deleting_the_conversation_deletes_its_links(chat: Conversation, user: User) -> None:
     link = make_link(user, chat)
     services.delete_conversation(conversation=chat)
     assert not Share.objects.exists() and not ShareRow.objects.exists()

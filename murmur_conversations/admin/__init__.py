@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from murmur_conversations.admin.conversation import ConversationAdmin
+from murmur_conversations.admin.forget import AccessLogEntryAdmin, HoldAdmin, RedactionCountAdmin
 from murmur_conversations.admin.rows import (
     DisplayMessageAdmin,
     MessageAdmin,
@@ -12,11 +13,14 @@ from murmur_conversations.admin.rows import (
 from murmur_conversations.admin.sharing import ConversationTagAdmin, FeedbackAdmin, ShareAdmin
 
 __all__ = [
+    "AccessLogEntryAdmin",
     "ConversationAdmin",
     "ConversationTagAdmin",
     "DisplayMessageAdmin",
     "FeedbackAdmin",
+    "HoldAdmin",
     "MessageAdmin",
+    "RedactionCountAdmin",
     "ShareAdmin",
     "SourceRecordAdmin",
     "ToolCallAdmin",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from murmur_conversations.models import ContentType, DisplayMessage, MessageType
@@ -56,6 +57,7 @@ class Card:
     kind: str
     label: str
     url: str
+    created_at: datetime | None = None  # when it happened (an import: the log's time)
     name: str = ""
     status: str = ""
     flags: list[str] = field(default_factory=list)
@@ -131,7 +133,7 @@ def card_for(row: DisplayMessage, url_for: UrlFor) -> Card:
     ``row.tool_call`` should be selected with the row."""
     content = row.content if isinstance(row.content, dict) else {"value": row.content}
     url = url_for("displaymessage", row.pk)
-    card = Card(seq=row.seq, kind="text", label=_who(row), url=url)
+    card = Card(seq=row.seq, kind="text", label=_who(row), url=url, created_at=row.created_at)
     content_type = row.content_type
     if content_type == ContentType.TOOL_CALL:
         _tool_call_card(card, row, url_for)

@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 import uuid
 import zipfile
 from typing import Any, Final
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
-from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    FileResponse,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
 from django.http.response import HttpResponseBase
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -24,11 +30,30 @@ from django.utils.text import Truncator
 from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
-from murmur_conversations.admin.filters import FeedbackFilter, TagFilter, ToolStatusFilter
-from murmur_conversations.exceptions import ConversationNotFound
+from murmur_conversations.admin.filters import (
+    FeedbackFilter,
+    HeldFilter,
+    TagFilter,
+    ToolStatusFilter,
+)
+from murmur_conversations.admin.forget import log_views
+from murmur_conversations.exceptions import (
+    ConversationHeld,
+    ConversationNotFound,
+    InvalidContent,
+    WriteConflict,
+)
 from murmur_conversations.exporters import export_murmur
-from murmur_conversations.models import Conversation, DisplayMessage, Feedback, Rating
-from murmur_conversations.selectors import feedback_counts
+from murmur_conversations.models import (
+    AccessSurface,
+    Conversation,
+    DisplayMessage,
+    Feedback,
+    Hold,
+    Rating,
+    RedactionCount,
+)
+from murmur_conversations.selectors import feedback_counts, held_condition
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
@@ -71,6 +96,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         "owner_link",
         "status_badge",
         "pending_badge",
+        "held_badge",
         "record_length",
         "transcript_count",
         "last_seq",
@@ -83,6 +109,7 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_filter = (
         "status",
         ToolStatusFilter,
+        HeldFilter,
         FeedbackFilter,
         "pinned",
         "archived",
@@ -124,11 +151,16 @@ class ConversationAdmin(ReadOnlyAdmin):
             },
         ),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
+        ("Keeping", {"fields": ("hold_state", "redactions")}),
     )
     readonly_fields = (
         "pending_ask_pretty",
         "metadata_pretty",
         "rows",
+        "hold_state",
+        "redactions",
+        "pinned_text",
+        "archived_text",
         "tag_links",
         "feedback_total",
     )
@@ -145,6 +177,11 @@ class ConversationAdmin(ReadOnlyAdmin):
         annotated: QuerySet[Any] = lean.annotate(
             has_pending=Case(
                 When(pending_ask__isnull=False, then=Value(True)),
+                default=Value(False),
+                output_field=BooleanField(),
+            ),
+            is_held=Case(
+                When(held_condition(), then=Value(True)),
                 default=Value(False),
                 output_field=BooleanField(),
             ),
@@ -194,6 +231,26 @@ class ConversationAdmin(ReadOnlyAdmin):
         if has_pending is None:
             has_pending = obj.pending_ask is not None
         return badge("pending", "ask") if has_pending else ""
+
+    @admin.display(description="hold")
+    def held_badge(self, obj: Conversation) -> SafeString | str:
+        """A badge when the conversation is under a legal hold."""
+        return badge("held", "hold") if getattr(obj, "is_held", False) else ""
+
+    @admin.display(description="legal hold")
+    def hold_state(self, obj: Conversation) -> str:
+        """The hold: its reason, who placed it and when; "-" when not held."""
+        hold = Hold.objects.select_related("placed_by").filter(conversation_id=obj.pk).first()
+        if hold is None:
+            return "-"
+        who = f" by {hold.placed_by}" if hold.placed_by is not None else ""
+        return f"{hold.reason} (placed{who}, {hold.placed_at:%Y-%m-%d %H:%M} UTC)"
+
+    @admin.display(description="secrets redacted")
+    def redactions(self, obj: Conversation) -> str:
+        """Secrets replaced at write time, per detector (docs/write-path.md "Redaction")."""
+        counts = RedactionCount.objects.filter(conversation_id=obj.pk).order_by("detector")
+        return ", ".join(f"{c.detector}: {c.count}" for c in counts) or "none"
 
     @admin.display(description="pinned")
     def pinned_text(self, obj: Conversation) -> str:
@@ -262,6 +319,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}?{}">record</a> · <a href="{}?{}">display rows</a> · '
             '<a href="{}?{}">tool calls</a> · <a href="{}?{}">source records</a> · '
+            '<a href="{}?{}">access log</a> · <a href="{}?{}">redaction counts</a> · '
             '<a href="{}?{}">share links</a> · <a href="{}?{}">feedback</a>',
             self.changelist_url("message"),
             query,
@@ -270,6 +328,10 @@ class ConversationAdmin(ReadOnlyAdmin):
             self.changelist_url("toolcall"),
             query,
             self.changelist_url("sourcerecord"),
+            query,
+            self.changelist_url("accesslogentry"),
+            query,
+            self.changelist_url("redactioncount"),
             query,
             self.changelist_url("share"),
             query,
@@ -288,10 +350,67 @@ class ConversationAdmin(ReadOnlyAdmin):
         form_url: str = "",
         obj: Conversation | None = None,
     ) -> HttpResponse:
-        """The conversation's fields and one page of its transcript (``?page=N``)."""
+        """The conversation's fields and one page of its transcript (``?page=N``), and the
+        hold form for staff with ``manage_holds``. Each view by someone who does not own the
+        conversation is written to the access log first (docs/admin.md "The access log")."""
         if obj is not None:
+            refused = log_views(request, [obj.pk], AccessSurface.ADMIN)
+            if refused is not None:
+                return refused
             context["transcript"] = self._transcript(request, obj.pk, obj.last_seq)
+            context["hold_form"] = {
+                "allowed": self.can_manage_holds(request),
+                "held": Hold.objects.filter(conversation_id=obj.pk).exists(),
+                "url": reverse(
+                    f"{self.admin_site.name}:murmur_conversations_conversation_hold",
+                    args=[obj.pk],
+                ),
+            }
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # ------------------------------------------------------------------ legal holds
+
+    def can_manage_holds(self, request: HttpRequest) -> bool:
+        """Staff with ``murmur_conversations.manage_holds`` place and release holds."""
+        return bool(request.user.has_perm("murmur_conversations.manage_holds"))
+
+    def get_urls(self) -> list[URLPattern]:
+        """Django's URLs plus ``<id>/hold/`` (POST: place or release a hold)."""
+        hold = path(
+            "<path:object_id>/hold/",
+            self.admin_site.admin_view(self.hold_view),
+            name="murmur_conversations_conversation_hold",
+        )
+        return [hold, *super().get_urls()]
+
+    def hold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST ``action=place`` with a ``reason``, or ``action=release``: the one write of
+        this admin besides deleting, through ``services.place_hold`` / ``release_hold``."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.can_manage_holds(request):
+            raise PermissionDenied
+        pk = _search_uuid(object_id)
+        if pk is None or not Conversation.objects.filter(pk=pk).exists():
+            self.message_user(request, "No such conversation.", messages.WARNING)
+            return HttpResponseRedirect(self.changelist_url("conversation"))
+        action = request.POST.get("action")
+        try:
+            if action == "place":
+                services.place_hold(
+                    conversation=pk, reason=request.POST.get("reason", ""), placed_by=request.user
+                )
+                self.message_user(request, "The conversation is under a legal hold.")
+            elif action == "release":
+                if services.release_hold(conversation=pk):
+                    self.message_user(request, "The legal hold was released.")
+            else:
+                self.message_user(request, "Unknown hold action.", messages.ERROR)
+        except InvalidContent as error:
+            self.message_user(request, str(error), messages.ERROR)
+        except (ConversationNotFound, WriteConflict) as error:
+            self.message_user(request, f"Nothing changed: {error}", messages.ERROR)
+        return HttpResponseRedirect(self.url_for("conversation", pk))
 
     def _transcript(self, request: HttpRequest, pk: uuid.UUID, last_seq: int) -> dict[str, Any]:
         # seq is gapless from 1, so a page is a seq range: no COUNT and no OFFSET.
@@ -327,6 +446,9 @@ class ConversationAdmin(ReadOnlyAdmin):
         """One ``<id>.jsonl`` file (``exporters.export_murmur``) for one conversation, a zip of
         them for several; written to a spooled temporary file, so memory stays bounded."""
         conversations = list(queryset.order_by("-saved_at", "-id"))
+        refused = log_views(request, [c.pk for c in conversations], AccessSurface.ADMIN_EXPORT)
+        if refused is not None:
+            return refused
         if len(conversations) == 1:
             conversation = conversations[0]
             return StreamingHttpResponse(
@@ -358,8 +480,15 @@ class ConversationAdmin(ReadOnlyAdmin):
         self, objs: Any, request: HttpRequest
     ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
         """A summary from the counters instead of Django's collector, which would load every
-        child row: each conversation with its record and display row counts."""
+        child row: each conversation with its record and display row counts. Held
+        conversations are "protected": Django's confirmation page then refuses the delete."""
         conversations = list(objs)
+        held = set(
+            Conversation.objects.filter(pk__in=[c.pk for c in conversations])
+            .filter(held_condition())
+            .values_list("pk", flat=True)
+        )
+        protected = [f"{c} (under a legal hold)" for c in conversations if c.pk in held]
         summary: list[Any] = []
         for conversation in conversations:
             url = reverse(
@@ -379,12 +508,16 @@ class ConversationAdmin(ReadOnlyAdmin):
             "record messages": sum(c.record_length for c in conversations),
             "display messages": sum(c.last_seq for c in conversations),
         }
-        return summary, counts, set(), []
+        return summary, counts, set(), protected
 
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
         """Delete through ``services.delete_conversation`` (batches, then the signal)."""
-        with contextlib.suppress(ConversationNotFound):  # deleted meanwhile
+        try:
             services.delete_conversation(conversation=obj.pk)
+        except ConversationNotFound:
+            pass  # deleted meanwhile
+        except ConversationHeld:  # held since the confirmation page
+            self.message_user(request, f"{obj} is under a legal hold: not deleted.", messages.ERROR)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
         """Delete each selected conversation through ``services.delete_conversation``."""
@@ -393,3 +526,7 @@ class ConversationAdmin(ReadOnlyAdmin):
                 services.delete_conversation(conversation=pk)
             except ConversationNotFound:
                 continue  # deleted meanwhile
+            except ConversationHeld:
+                self.message_user(
+                    request, f"{pk} is under a legal hold: not deleted.", messages.ERROR
+                )

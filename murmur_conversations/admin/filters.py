@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import ConversationTag, Feedback, Rating, ToolCall, ToolStatus
+from murmur_conversations.selectors import held_condition
 from murmur_conversations.validation import clean_tag
 
 
@@ -61,6 +62,29 @@ class ToolNameFilter(admin.SimpleListFilter):
         """Keep the calls with the chosen name."""
         value = self.value()
         return queryset.filter(name=value) if value else queryset
+
+
+class HeldFilter(admin.SimpleListFilter):
+    """Conversations under a legal hold (``?held=yes``) or not (``?held=no``);
+    ``selectors.held_condition``, an ``EXISTS``."""
+
+    title = _("legal hold")
+    parameter_name = "held"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        """Held, not held."""
+        return [("yes", _("under a legal hold")), ("no", _("not held"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Keep the held or the other conversations; another value is ``?e=1``."""
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == "yes":
+            return queryset.filter(held_condition())
+        if value == "no":
+            return queryset.exclude(held_condition())
+        raise IncorrectLookupParameters(f"unknown value of held: {value!r}")
 
 
 class TagFilter(admin.SimpleListFilter):

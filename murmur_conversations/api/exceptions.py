@@ -65,6 +65,18 @@ class PendingAskGone(exceptions.APIException):
     )
 
 
+class ConversationIsHeld(exceptions.APIException):
+    """409 ``conversation_held``: the conversation is under a legal hold; nobody may delete it,
+    its owner included, until the hold is released. Nothing was deleted."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conversation_held"
+    default_detail = (
+        "This conversation is under a legal hold and cannot be deleted until the hold is "
+        "released. Nothing was deleted."
+    )
+
+
 class ConversationGone(exceptions.NotFound):
     """The conversation is not visible to the caller (foreign, missing or malformed id)."""
 

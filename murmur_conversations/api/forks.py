@@ -9,17 +9,19 @@ from rest_framework.response import Response
 
 from murmur_conversations import services
 from murmur_conversations.api import serializers as docs
-from murmur_conversations.api.base import ConversationScopedViewSet
 from murmur_conversations.api.exceptions import ConversationGone, InvalidField, Unavailable
 from murmur_conversations.api.params import read_fork, read_json_object
 from murmur_conversations.api.schema import ID_PARAM, document
-from murmur_conversations.api.viewsets import WRITE_ERRORS
+from murmur_conversations.api.viewsets import WRITE_ERRORS, ConversationViewSet
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
+from murmur_conversations.models import AccessSurface
 from murmur_conversations.representations import summary_row
 
 
-class ForkViewSet(ConversationScopedViewSet):
-    """The fork route; the original is resolved (and scoped) by the base class."""
+class ForkViewSet(ConversationViewSet):
+    """The fork route; the original is resolved (and scoped) by the base class. A fork by a
+    ``SCOPE`` reader who is not the owner is a view of the whole conversation: it is written to the
+    access log (``api-fork``) first."""
 
     @document(
         summary="Fork the conversation at a display row into a new conversation of the caller",
@@ -33,6 +35,7 @@ class ForkViewSet(ConversationScopedViewSet):
         ``at_seq`` that is not a display seq of the conversation."""
         data = read_json_object(request, expected="'at_seq'")
         at_seq = read_fork(data)
+        self._log_view(AccessSurface.API_FORK)
         try:
             fork = services.fork_conversation(
                 conversation=self.conversation, at_seq=at_seq, owner=request.user

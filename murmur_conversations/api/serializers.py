@@ -143,6 +143,17 @@ RecordPageSerializer = page_serializer("RecordPageSerializer", RecordRowSerializ
 ToolCallPageSerializer = page_serializer("ToolCallPageSerializer", ToolCallRowSerializer)
 
 
+class AccessLogRowSerializer(serializers.Serializer[Any]):
+    """One access log entry: who (full name, else username; never the e-mail), when, where."""
+
+    actor = serializers.CharField()
+    at = serializers.DateTimeField()
+    surface = serializers.CharField()
+
+
+AccessLogPageSerializer = page_serializer("AccessLogPageSerializer", AccessLogRowSerializer)
+
+
 class TranscriptMessageSerializer(serializers.Serializer[Any]):
     """``{"role", "content"}`` (agentfootprint ``TranscriptMessage``)."""
 

@@ -18,11 +18,13 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from murmur_conversations import jsonenc
+from murmur_conversations import jsonenc, services
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import exception_handler
 from murmur_conversations.api.schema import document
+from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
+from murmur_conversations.models import AccessSurface
 from murmur_conversations.representations import unix_ms
 from murmur_conversations.selectors import conversation_for, conversations_for, transcript
 
@@ -152,6 +154,17 @@ class SessionWireView(AppAPIView):
             raise WireError(404, "ERR_SESSION_NOT_FOUND", f"No session {session_id}.")
         if op == PENDING_OP:
             return Response({"pending": conversation.pending_ask})
+        if conversation.owner_id != request.user.pk:  # a SCOPE reader: the access log
+            try:
+                services.log_access(
+                    conversation=conversation,
+                    actor=request.user,
+                    surface=AccessSurface.API_TRANSCRIPT,
+                )
+            except ConversationNotFound:
+                raise WireError(404, "ERR_SESSION_NOT_FOUND", f"No session {session_id}.") from None
+            except WriteConflict:
+                raise WireError(503, "ERR_BUSY", "The database is busy; retry.") from None
         messages = [entry for _position, entry in transcript(conversation)]
         return Response({"transcript": {"sessionId": session_id, "messages": messages}})
 

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from murmur_conversations import services
 from murmur_conversations.api import serializers as docs
-from murmur_conversations.api.base import AppAPIView, ConversationScopedViewSet
+from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import (
     ConversationGone,
     InvalidCursor,
@@ -32,7 +32,11 @@ from murmur_conversations.api.exceptions import (
 from murmur_conversations.api.pagination import CursorBinding, body, keyset_page, page_limit
 from murmur_conversations.api.params import read_json_object, read_share
 from murmur_conversations.api.schema import CURSOR_PARAM, ID_PARAM, LIMIT_PARAM, Param, document
-from murmur_conversations.api.viewsets import ERROR_RESPONSES, WRITE_ERRORS
+from murmur_conversations.api.viewsets import (
+    ERROR_RESPONSES,
+    WRITE_ERRORS,
+    ConversationViewSet,
+)
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     ConversationNotFound,
@@ -40,7 +44,7 @@ from murmur_conversations.exceptions import (
     ShareNotFound,
     WriteConflict,
 )
-from murmur_conversations.models import DisplayMessage, Share, ShareMode, ShareRow
+from murmur_conversations.models import AccessSurface, DisplayMessage, Share, ShareMode, ShareRow
 from murmur_conversations.representations import (
     iso,
     shared_row,
@@ -103,16 +107,17 @@ def _share_key(key: list[Any]) -> tuple[datetime, uuid.UUID]:
         ) from None
 
 
-class ShareViewSet(ConversationScopedViewSet):
+class ShareViewSet(ConversationViewSet):
     """The links of one conversation; the conversation is resolved (and scoped) by the base
-    class, so another user's conversation cannot be shared (the usual 404)."""
+    class, so another user's conversation cannot be shared (the usual 404). A link made by a
+    ``SCOPE`` reader who is not the owner is written to the access log (``api-shares``)."""
 
     @document(
         summary="The conversation's share links, newest first (never their tokens)",
         params=[ID_PARAM, LIMIT_PARAM, CURSOR_PARAM],
         responses={200: docs.SharePageSerializer, **ERROR_RESPONSES},
     )
-    def page(self, request: Request, id: str) -> Response:
+    def links(self, request: Request, id: str) -> Response:
         """Every link of the conversation, revoked and expired ones included (``active`` false);
         ``total`` counts them."""
         binding = CursorBinding("shares", str(self.conversation.pk))
@@ -143,6 +148,7 @@ class ShareViewSet(ConversationScopedViewSet):
             request, expected="'mode', 'expires_in' and/or 'require_login'", allow_empty=True
         )
         options = read_share(data)
+        self._log_view(AccessSurface.API_SHARES)
         try:
             share, token = services.create_share(
                 conversation=self.conversation, created_by=request.user, **options

@@ -12,7 +12,11 @@ from murmur_conversations.api.feedback import FeedbackViewSet
 from murmur_conversations.api.forks import ForkViewSet
 from murmur_conversations.api.session_wire import SessionWireView
 from murmur_conversations.api.shares import SharedView, ShareViewSet
-from murmur_conversations.api.viewsets import ConversationViewSet, RecordViewSet
+from murmur_conversations.api.viewsets import (
+    AccessLogViewSet,
+    ConversationViewSet,
+    RecordViewSet,
+)
 from murmur_conversations.api.ws_ticket import WsTicketView
 
 app_name = "murmur_conversations"
@@ -63,6 +67,11 @@ urlpatterns = [
         name="conversation-tool-calls",
     ),
     path(
+        _DETAIL + "access-log/",
+        AccessLogViewSet.as_view({"get": "entries"}),
+        name="conversation-access-log",
+    ),
+    path(
         _DETAIL + "display-messages/<str:display_id>/feedback/",
         FeedbackViewSet.as_view({"put": "put", "delete": "delete"}),
         name="conversation-feedback",
@@ -74,7 +83,7 @@ urlpatterns = [
     ),
     path(
         _DETAIL + "shares/",
-        ShareViewSet.as_view({"get": "page", "post": "create"}),
+        ShareViewSet.as_view({"get": "links", "post": "create"}),
         name="conversation-shares",
     ),
     path(

@@ -26,6 +26,7 @@ from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import ConversationScopedViewSet
 from murmur_conversations.api.exceptions import (
     ConversationGone,
+    ConversationIsHeld,
     InvalidCursor,
     InvalidField,
     PendingAskGone,
@@ -61,13 +62,14 @@ from murmur_conversations.api.schema import (
     document,
 )
 from murmur_conversations.exceptions import (
+    ConversationHeld,
     ConversationNotFound,
     InvalidContent,
     NoPendingAsk,
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
-from murmur_conversations.models import DisplayMessage, Message, ToolCall
+from murmur_conversations.models import AccessSurface, DisplayMessage, Message, ToolCall
 from murmur_conversations.representations import (
     detail_row,
     display_row,
@@ -77,9 +79,11 @@ from murmur_conversations.representations import (
     tool_call_row,
 )
 from murmur_conversations.selectors import (
+    access_log,
     conversation_for_hook,
     conversations_listed,
     feedback_for,
+    owned_conversation,
     transcript,
 )
 
@@ -116,6 +120,20 @@ class ConversationViewSet(ConversationScopedViewSet):
 
     def _scope(self) -> str:
         return str(self.conversation.pk)
+
+    def _log_view(self, surface: str) -> None:
+        """One access log entry for this view when the caller reads a conversation that is not
+        theirs (through ``SCOPE``); none for the owner, and no query then. A view that cannot be
+        logged is not shown (404 if the conversation went away, 503 if the database is busy)."""
+        user = self.request.user
+        if user is None or not user.is_authenticated or self.conversation.owner_id == user.pk:
+            return
+        try:
+            services.log_access(conversation=self.conversation, actor=user, surface=surface)
+        except ConversationNotFound:
+            raise ConversationGone() from None
+        except WriteConflict:
+            raise Unavailable() from None
 
     # ------------------------------------------------------------------ conversations
 
@@ -167,6 +185,7 @@ class ConversationViewSet(ConversationScopedViewSet):
     )
     def retrieve(self, request: Request, id: str) -> Response:
         """``detail_row`` of the conversation."""
+        self._log_view(AccessSurface.API_DETAIL)
         return Response(detail_row(self.conversation))
 
     @document(
@@ -198,9 +217,12 @@ class ConversationViewSet(ConversationScopedViewSet):
         responses={204: None, **WRITE_ERRORS},
     )
     def destroy(self, request: Request, id: str) -> Response:
-        """Through ``services.delete_conversation``; 204."""
+        """Through ``services.delete_conversation``; 204. 409 ``conversation_held`` for a
+        conversation under a legal hold (nothing deleted)."""
         try:
             services.delete_conversation(conversation=self.conversation)
+        except ConversationHeld:
+            raise ConversationIsHeld() from None
         except ConversationNotFound:
             raise ConversationGone() from None
         except WriteConflict:
@@ -218,6 +240,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         """Newest first; ``total`` is ``last_seq`` (seqs are gapless). With ``since``: every row
         whose ``event_seq > since`` oldest change first, ``total`` counts them."""
         since = read_since(request.query_params)
+        self._log_view(AccessSurface.API_DISPLAY)
         rows = DisplayMessage.objects.filter(conversation=self.conversation)
         if since is None:
             binding = CursorBinding("display", self._scope())
@@ -255,6 +278,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         binding = CursorBinding("record", self._scope())
         after = _int_key(binding.read(request.query_params.get("cursor")), 1)
         limit = page_limit(request.query_params)
+        self._log_view(AccessSurface.API_RECORD)
         rows = Message.objects.filter(conversation=self.conversation)
         if after is not None:
             rows = rows.filter(position__lt=after[0])
@@ -277,6 +301,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         binding = CursorBinding("transcript", self._scope())
         after = _int_key(binding.read(request.query_params.get("cursor")), 1)
         limit = transcript_limit(request.query_params)
+        self._log_view(AccessSurface.API_TRANSCRIPT)
         entries = list(
             transcript(self.conversation, after_position=after[0] if after else 0, limit=limit + 1)
         )
@@ -341,6 +366,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         binding = CursorBinding("tool-calls", self._scope(), (("status", wanted or ""),))
         after = _int_key(binding.read(request.query_params.get("cursor")), 1)
         limit = page_limit(request.query_params)
+        self._log_view(AccessSurface.API_TOOL_CALLS)
         calls = ToolCall.objects.filter(conversation=self.conversation)
         if wanted is not None:
             calls = calls.filter(status=wanted)
@@ -350,6 +376,42 @@ class ConversationViewSet(ConversationScopedViewSet):
         fetched = list(calls.order_by("-pk")[: limit + 1])
         page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda c: [c.pk])
         return Response(body([tool_call_row(c) for c in page.rows], page, total))
+
+
+class AccessLogViewSet(ConversationScopedViewSet):
+    """``GET conversations/{id}/access-log/``: who read the conversation who is not its owner
+    (docs/api.md "Access log"). The owner's only: a ``SCOPE`` reader who is not the owner gets
+    the same 404 as for a missing conversation."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """The scoped lookup of every route, then the owner check (the same 404)."""
+        super().initial(request, *args, **kwargs)
+        owned = owned_conversation(request.user, kwargs.get(self.lookup_url_kwarg))
+        if owned is None:
+            raise ConversationGone()
+        self.conversation = owned
+
+    @document(
+        summary="Who read the conversation who is not its owner, newest first (owner only)",
+        params=[ID_PARAM, *PAGE_PARAMS],
+        responses={200: docs.AccessLogPageSerializer, **ERROR_RESPONSES},
+    )
+    def entries(self, request: Request, id: str) -> Response:
+        """``{actor, at, surface}`` rows, newest first (keyset on the entry id); ``actor`` is
+        the full name, else the username, never the e-mail; ``total`` counts the entries."""
+        binding = CursorBinding("access-log", str(self.conversation.pk))
+        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+        limit = page_limit(request.query_params)
+        entries = access_log(self.conversation)
+        total = entries.count()
+        if after is not None:
+            entries = entries.filter(pk__lt=after[0])
+        fetched = list(entries[: limit + 1])
+        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda e: [e.pk])
+        results = [
+            {"actor": e.actor_name, "at": iso(e.at), "surface": e.surface} for e in page.rows
+        ]
+        return Response(body(results, page, total))
 
 
 def _conversation_key(key: list[Any]) -> tuple[bool, datetime, uuid.UUID, datetime]:

@@ -7,13 +7,21 @@ through ``services.save_messages`` (one transaction each, with their source reco
 bounded by one batch, whatever the file size. Re-importing adds nothing: message ids and source keys
 are de-duplicated by the services, tool moves already made are skipped. When the source ends, calls
 left ``pending`` or ``executing`` become ``interrupted`` (``log_ended``).
+
+Times (docs/formats.md "Times"): every write carries the time of the line it comes from, or of the
+nearest earlier line that has one, or the source's fallback time (a file's modification time); a
+new conversation is dated by the first time of its lines. Titles (docs/formats.md "Titles"): the
+best ``Title`` item of a conversation wins, else its first user text; a title the import set
+earlier is replaced by a better one, a title a person set is left alone.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -38,17 +46,21 @@ from murmur_conversations.importers.records import (
     Rated,
     SourceLine,
     StatusChange,
+    Title,
     ToolUpdate,
     compact_json,
     excerpt,
-    first_text,
     known,
+    prompt_title,
 )
 from murmur_conversations.messages import normalize_message
-from murmur_conversations.models import Conversation, DisplayMessage, ToolCall, ToolStatus
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
+from murmur_conversations.redaction import redact
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
+#: Source records held, at most, while a conversation has nothing to show yet.
+HOLD_RECORDS: Final = 4 * BATCH
 _RETRIES: Final = 3
 T = TypeVar("T")
 
@@ -56,15 +68,27 @@ T = TypeVar("T")
 @dataclass
 class Outcome:
     """What importing one source did. ``usable`` counts the items that landed (or would, with
-    ``--dry-run``); ``problems`` the refused lines; ``conversations`` the conversation ids."""
+    ``--dry-run``); ``problems`` the refused lines; ``conversations`` the conversation ids;
+    ``unknown_kinds`` the unknown records by kind; ``subagent_lines`` the lines kept for subagents;
+    ``bookkeeping_only`` the lines of keys that had nothing to show (not kept); ``titles`` the
+    titles this import set, per conversation id."""
 
     messages_added: int = 0
     messages_seen: int = 0
-    unknown: int = 0
     usable: int = 0
     problems: int = 0
     interrupted: int = 0
+    replayed: int = 0
+    subagent_lines: int = 0
+    bookkeeping_only: int = 0
     conversations: list[str] = field(default_factory=list)
+    unknown_kinds: Counter[str] = field(default_factory=Counter)
+    titles: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def unknown(self) -> int:
+        """How many unknown records were kept."""
+        return sum(self.unknown_kinds.values())
 
 
 def _retry(call: Callable[[], T]) -> T:
@@ -96,6 +120,9 @@ class _Writer:
         live: bool,
         report: Callable[[Problem], None],
         outcome: Outcome,
+        fallback_time: datetime | None = None,
+        previous_titles: dict[str, tuple[str, int]] | None = None,
+        final: bool = True,
     ) -> None:
         self.owner = owner
         self.source = source
@@ -105,15 +132,38 @@ class _Writer:
         self.outcome = outcome
         self.key: str | None = None
         self.conversation: Conversation | None = None
-        self.messages: list[tuple[dict[str, Any], int | None]] = []
+        self.messages: list[tuple[dict[str, Any], int | None, datetime | None, bool]] = []
         self.records: list[dict[str, Any]] = []
         self.refused_ids: set[str] = set()
         self.touched: dict[str, Conversation] = {}
         self.max_content = app_settings.max_content_bytes
+        self.fallback_time = fallback_time
+        self.last_time: datetime | None = None  # the latest line time seen in this source
+        self.first_time: datetime | None = None  # the first line time of the current key
+        self.ended_at: dict[str, datetime] = {}  # conversation id -> time of its last item
+        self.title: Title | None = None  # the best title of the current key
+        self.created: set[str] = set()  # conversations this import created
+        self.previous_titles = previous_titles or {}
+        self.final = final
+        self.unknown_held = False  # an unknown record of the current key: kept whatever comes
 
     def problem(self, problem: Problem) -> None:
         self.outcome.problems += 1
+        # Reports go to stderr and logs: no secret in them either (docs/write-path.md).
+        reason, found = redact(problem.reason)
+        shown, found_in_excerpt = redact(problem.excerpt)
+        if found or found_in_excerpt:
+            problem = Problem(problem.line, reason, shown)
         self.report(problem)
+
+    def time(self, at: datetime | None) -> datetime | None:
+        """The time of an item: its own, else the nearest earlier line's, else the fallback."""
+        if at is not None:
+            self.last_time = at
+            if self.first_time is None:
+                self.first_time = at
+            return at
+        return self.last_time or self.fallback_time
 
     def handle(self, item: Item) -> None:
         if isinstance(item, Problem):
@@ -122,15 +172,21 @@ class _Writer:
             self.begin(item.key)
         elif self.key is None:
             self.problem(Problem(None, f"the parser gave {type(item).__name__} before a key"))
+        elif isinstance(item, Title):
+            if self.title is None or item.rank >= self.title.rank:
+                self.title = item
         elif isinstance(item, Parsed):
             self.message(item)
         elif isinstance(item, Kept):
             self.kept(item)
         elif isinstance(item, ToolUpdate):
+            self.outcome.usable += 1
             self.tool_update(item)
         elif isinstance(item, StatusChange):
+            self.outcome.usable += 1
             self.status(item)
         elif isinstance(item, Notice):
+            self.outcome.usable += 1
             self.notice(item)
         elif isinstance(item, Rated):
             self.rated(item)
@@ -138,44 +194,112 @@ class _Writer:
             self.delta(item)
 
     def begin(self, key: str) -> None:
-        self.flush()
+        self.end_conversation()
         self.key = _external_id(key)
         self.conversation = None
         self.refused_ids.clear()
+        self.first_time = None
+        self.title = None
+        self.unknown_held = False
+
+    def best_title(self) -> str:
+        """The best ``Title`` so far, else the first user text held (wrappers removed)."""
+        if self.title is not None and self.title.text:
+            return self.title.text[:255]
+        return next(
+            (
+                prompt_title(m.get("content"))
+                for m, _, _, _ in self.messages
+                if m.get("role") == "user" and not m.get("injected") and not m.get("tool_call_id")
+            ),
+            "",
+        )
 
     def ensure(self) -> Conversation:
-        """The current conversation, created on its first write (title: the first user text)."""
+        """The current conversation, created on its first write, dated by its first line time."""
         if self.conversation is None:
             key = known(self.key)
-            title = next(
-                (
-                    first_text(m.get("content"))
-                    for m, _ in self.messages
-                    if m.get("role") == "user" and not m.get("injected")
-                ),
-                "",
-            )
+            title = self.best_title()
+            created_at = self.first_time or self.last_time or self.fallback_time
+            before = Conversation.objects.filter(
+                owner=self.owner, source=self.source, external_id=key
+            ).exists()
             self.conversation = _retry(
                 lambda: services.start_conversation(
-                    owner=self.owner, title=title, source=self.source, external_id=key
+                    owner=self.owner,
+                    title=title,
+                    source=self.source,
+                    external_id=key,
+                    created_at=created_at,
                 )
             )
             pk = str(self.conversation.pk)
+            if not before:
+                self.created.add(pk)
+                if title:
+                    rank = self.title.rank if self.title is not None and self.title.text else -1
+                    self.outcome.titles[pk] = (title, rank)
             if pk not in self.touched:
                 self.touched[pk] = self.conversation
                 self.outcome.conversations.append(pk)
         return self.conversation
+
+    def _exists(self) -> bool:
+        """Whether the current key's conversation exists already."""
+        return Conversation.objects.filter(
+            owner=self.owner, source=self.source, external_id=known(self.key)
+        ).exists()
+
+    def end_conversation(self) -> None:
+        """Write what is held for the current key, then give it the best title the log had (a
+        ``Title`` item), unless a person has changed the title since an import set it, or an
+        import set a title of a higher rank (docs/formats.md "Titles"). Bookkeeping lines of a
+        key that gave nothing to show are kept only when its conversation exists already."""
+        bookkeeping_only = (
+            self.conversation is None
+            and self.records
+            and not self.messages
+            and not self.dry_run
+            and not self.unknown_held
+        )
+        if bookkeeping_only and not self._exists():
+            self.outcome.bookkeeping_only += len(self.records)
+            self.records = []
+        self.flush(force=True)
+        conversation = self.conversation
+        best = self.title
+        if conversation is None or self.dry_run or best is None or not best.text:
+            return
+        title = best.text[:255]
+        pk = str(conversation.pk)
+        conversation.refresh_from_db(fields=["title"])
+        if title == conversation.title:
+            return
+        set_before = [t for t in (self.previous_titles.get(pk), self.outcome.titles.get(pk)) if t]
+        ours = conversation.title == "" or any(conversation.title == t[0] for t in set_before)
+        if not ours or any(best.rank < t[1] for t in set_before if t[0] == conversation.title):
+            return
+        at = self.ended_at.get(pk)
+        try:
+            _retry(
+                lambda: services.update_conversation(conversation=conversation, title=title, at=at)
+            )
+        except ConversationsError as error:
+            self.problem(Problem(None, f"title of {self.key!r} not set: {error}"))
+            return
+        self.outcome.titles[pk] = (title, best.rank)
 
     def message(self, item: Parsed) -> None:
         try:
             normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
             self.refused_ids.add(str(item.message.get("id")))
-            self.problem(Problem(item.line, str(error), excerpt(compact_json(item.message))))
+            shown = excerpt(redact(compact_json(item.message)).value)
+            self.problem(Problem(item.line, str(error), shown))
             return
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
-        self.messages.append((item.message, item.line))
+        self.messages.append((item.message, item.line, self.time(item.at), item.once))
         if len(self.messages) >= BATCH:
             self.flush()
 
@@ -185,9 +309,13 @@ class _Writer:
         if not item.source_key or len(item.source_key) > 255:
             self.problem(Problem(item.line, "source key is empty or longer than 255 characters"))
             return
+        self.time(item.at)
         if item.unknown:
-            self.outcome.unknown += 1
+            self.outcome.unknown_kinds[item.kind or item.record_type] += 1
             self.outcome.usable += 1
+            self.unknown_held = True
+        if item.subagent is not None:
+            self.outcome.subagent_lines += 1
         self.records.append(
             {
                 "source_key": item.source_key,
@@ -199,12 +327,18 @@ class _Writer:
         if len(self.records) >= BATCH:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the held messages and source records in one ``save_messages`` call."""
+    def flush(self, *, force: bool = False) -> None:
+        """Write the held messages and source records in one ``save_messages`` call. Source
+        records alone do not create a conversation: they wait (up to ``HOLD_RECORDS``) for
+        something to show, so a file of bookkeeping lines only does not become an empty
+        conversation (docs/formats.md "What every import does")."""
         if not self.messages and not self.records:
             return
         if self.dry_run:
             self.messages, self.records = [], []
+            return
+        waiting = self.conversation is None and not self.messages and not force
+        if waiting and len(self.records) < HOLD_RECORDS:
             return
         try:
             conversation = self.ensure()
@@ -212,35 +346,79 @@ class _Writer:
             self.messages, self.records = [], []
             self.problem(Problem(None, f"conversation {self.key!r} not created: {error}"))
             return
-        messages, self.messages = self.messages, []
+        messages, self.messages = self._without_replayed_results(conversation, self.messages), []
         records, self.records = self.records, []
         before = conversation.record_length
+        times = [at for _, _, at, _ in messages]
+        stamped = [t for t in times if t is not None]
+        if stamped:
+            pk = str(conversation.pk)
+            self.ended_at[pk] = max(
+                [*stamped, *([self.ended_at[pk]] if pk in self.ended_at else [])]
+            )
         try:
             _retry(
                 lambda: services.save_messages(
                     conversation=conversation,
-                    messages=[m for m, _ in messages],
+                    messages=[m for m, _, _, _ in messages],
                     source=self.source,
                     source_records=records,
+                    times=times,
                 )
             )
         except ConversationsError as error:
-            lines = [line for _, line in messages if line is not None]
+            lines = [line for _, line, _, _ in messages if line is not None]
             where = f"lines {min(lines)}-{max(lines)}" if lines else "a batch of messages"
             self.problem(Problem(None, f"{where} not saved: {error}"))
             return
         conversation.refresh_from_db(fields=["record_length"])
         self.outcome.messages_added += conversation.record_length - before
 
+    def _without_replayed_results(
+        self,
+        conversation: Conversation,
+        messages: list[tuple[dict[str, Any], int | None, datetime | None, bool]],
+    ) -> list[tuple[dict[str, Any], int | None, datetime | None, bool]]:
+        """Drop ``once`` tool results whose call already has a result under another message id
+        (a resumed session writing its turns again; docs/formats.md "Replayed turns")."""
+        wanted = {str(m.get("tool_call_id")) for m, _, _, once in messages if once}
+        if not wanted:
+            return messages
+        answered = dict(
+            Message.objects.filter(conversation=conversation, tool_call_id__in=wanted)
+            .order_by("position")
+            .values_list("tool_call_id", "message_id")
+        )
+        kept = []
+        for entry in messages:
+            message, _, _, once = entry
+            call_id = str(message.get("tool_call_id"))
+            if once and call_id in answered and answered[call_id] != message.get("id"):
+                self.outcome.replayed += 1
+                continue
+            if once:
+                answered.setdefault(call_id, str(message.get("id")))
+            kept.append(entry)
+        return kept
+
+    def mark_time(self, at: datetime | None) -> datetime | None:
+        """The time of an item that is written at once, remembered as its conversation's last."""
+        when = self.time(at)
+        if when is not None and self.conversation is not None:
+            pk = str(self.conversation.pk)
+            self.ended_at[pk] = max(when, self.ended_at.get(pk, when))
+        return when
+
     def tool_update(self, item: ToolUpdate) -> None:
         self.flush()
         if self.dry_run:
             return
         conversation = self.ensure()
+        at = self.mark_time(item.at)
         try:
             _retry(
                 lambda: services.update_tool_status(
-                    conversation=conversation, status=item.status, tool_info=item.info
+                    conversation=conversation, status=item.status, tool_info=item.info, at=at
                 )
             )
         except InvalidToolTransition:
@@ -253,10 +431,14 @@ class _Writer:
         if self.dry_run:
             return
         conversation = self.ensure()
+        at = self.mark_time(item.at)
         try:
             _retry(
                 lambda: services.set_status(
-                    conversation=conversation, status=item.status, pending_ask=item.pending_ask
+                    conversation=conversation,
+                    status=item.status,
+                    pending_ask=item.pending_ask,
+                    at=at,
                 )
             )
         except ConversationsError as error:
@@ -274,6 +456,7 @@ class _Writer:
         ).exists():
             return
         metadata = {**item.metadata, "import_key": item.key}
+        at = self.mark_time(item.at)
         try:
             _retry(
                 lambda: services.save_synthetic_message(
@@ -282,6 +465,7 @@ class _Writer:
                     content_type=item.content_type,
                     content=item.content,
                     metadata=metadata,
+                    at=at,
                 )
             )
         except ConversationsError as error:
@@ -338,31 +522,49 @@ class _Writer:
 
     def close_open_calls(self) -> None:
         """Calls still ``pending`` or ``executing`` when the log ends: ``interrupted``
-        (``log_ended``), never something that looks live."""
-        self.flush()
-        if self.dry_run:
+        (``log_ended``, at the time of the conversation's last line), never something that looks
+        live."""
+        self.end_conversation()
+        if self.dry_run or not self.final:
             return
-        for conversation in self.touched.values():
+        for pk, conversation in self.touched.items():
             open_ids = ToolCall.objects.filter(
                 conversation=conversation,
                 status__in=(ToolStatus.PENDING, ToolStatus.EXECUTING),
             ).values_list("call_id", flat=True)
             for call_id in list(open_ids):
-                if self._interrupt(conversation, call_id):
+                if self._interrupt(conversation, call_id, self.ended_at.get(pk)):
                     self.outcome.interrupted += 1
 
     @staticmethod
-    def _interrupt(conversation: Conversation, call_id: str) -> bool:
+    def _interrupt(conversation: Conversation, call_id: str, at: datetime | None) -> bool:
         info = {"call_id": call_id, "interrupt_reason": "log_ended"}
         try:
             _retry(
                 lambda: services.update_tool_status(
-                    conversation=conversation, status=ToolStatus.INTERRUPTED, tool_info=info
+                    conversation=conversation,
+                    status=ToolStatus.INTERRUPTED,
+                    tool_info=info,
+                    at=at,
                 )
             )
         except ConversationsError:
             return False  # moved meanwhile by another writer
         return True
+
+
+def interrupt_open_calls(conversation_ids: Iterable[str]) -> int:
+    """Calls still ``pending`` or ``executing`` in these conversations become ``interrupted``
+    (``log_ended``) at the time of the conversation's last change: what ``--follow`` on folders
+    does when it stops (docs/formats.md "Whole folders"). Returns how many moved."""
+    moved = 0
+    for conversation in Conversation.objects.filter(pk__in=list(conversation_ids)):
+        open_ids = ToolCall.objects.filter(
+            conversation=conversation, status__in=(ToolStatus.PENDING, ToolStatus.EXECUTING)
+        ).values_list("call_id", flat=True)
+        for call_id in list(open_ids):
+            moved += _Writer._interrupt(conversation, call_id, conversation.saved_at)
+    return moved
 
 
 def run_import(
@@ -374,14 +576,28 @@ def run_import(
     dry_run: bool = False,
     live: bool = False,
     report: Callable[[Problem], None],
+    fallback_time: datetime | None = None,
+    previous_titles: dict[str, tuple[str, int]] | None = None,
+    final: bool = True,
 ) -> Outcome:
     """Import one source: ``lines`` (from ``reading.iter_lines``) through ``parser`` (of format
     ``source``, the conversations' ``source`` column) for ``owner``. Each refused line is passed to
     ``report`` as it is found. ``dry_run`` writes nothing; ``live`` (``--follow``) also broadcasts
-    streamed text. Returns the ``Outcome``; raises nothing for bad input."""
+    streamed text. ``fallback_time`` dates what comes before any line with a time (a file's
+    modification time; None: now); ``previous_titles`` are the titles an earlier import of this
+    source set (conversation id -> (title, rank)). ``final`` false (a pass of a folder being
+    followed) leaves open calls open. Returns the ``Outcome``; raises nothing for bad input."""
     outcome = Outcome()
     writer = _Writer(
-        owner=owner, source=source, dry_run=dry_run, live=live, report=report, outcome=outcome
+        owner=owner,
+        source=source,
+        dry_run=dry_run,
+        live=live,
+        report=report,
+        outcome=outcome,
+        fallback_time=fallback_time,
+        previous_titles=previous_titles,
+        final=final,
     )
     for line in lines:
         for item in parser.feed(line):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from murmur_conversations.importers.claude_session import KNOWN_TYPES, SessionParser
+from murmur_conversations.importers import claude_session, claude_stream
+from murmur_conversations.importers.claude_session import SessionParser
 from murmur_conversations.importers.claude_stream import StreamParser
 from murmur_conversations.importers.records import (
     Item,
     ParseContext,
-    Parser,
     SourceLine,
     parse_json,
 )
@@ -28,7 +28,12 @@ class ClaudeCodeParser:
 
     def __init__(self, context: ParseContext) -> None:
         self.context = context
-        self.inner: Parser | None = None
+        self.inner: SessionParser | StreamParser | None = None
+        resume = context.resume or {}
+        if resume.get("inner") == "stream":
+            self.inner = StreamParser(context)
+        elif resume.get("inner") == "session":
+            self.inner = SessionParser(context)
 
     def feed(self, line: SourceLine) -> list[Item]:
         """Choose the parser on the first line, then delegate."""
@@ -42,17 +47,29 @@ class ClaudeCodeParser:
         """Delegate."""
         return self.inner.finish() if self.inner is not None else []
 
+    def snapshot(self) -> dict[str, Any] | None:
+        """The inner parser's resume state, and which parser it was."""
+        if self.inner is None:
+            return None
+        state = self.inner.snapshot()
+        kind = "stream" if isinstance(self.inner, StreamParser) else "session"
+        return None if state is None else {**state, "inner": kind}
+
 
 def parser(context: ParseContext) -> ClaudeCodeParser:
     """A parser for one Claude Code transcript or stream-json output."""
     return ClaudeCodeParser(context)
 
 
+def identify(value: dict[str, Any]) -> bool:
+    """Whether a line is plainly Claude Code's: a session line (bookkeeping lines included, see
+    ``claude_session.identify``) or a stream-json line (a known type with ``session_id``)."""
+    if claude_session.identify(value):
+        return True
+    kind = value.get("type")
+    return isinstance(kind, str) and kind in claude_stream.KNOWN_TYPES and "session_id" in value
+
+
 def sniff(first: dict[str, Any]) -> bool:
-    """Whether a first line looks like Claude Code's (either kind)."""
-    kind = first.get("type")
-    if not isinstance(kind, str):
-        return False
-    return (kind in KNOWN_TYPES or kind in ("result", "rate_limit_event")) and any(
-        key in first for key in ("sessionId", "session_id", "uuid")
-    )
+    """Whether a line looks like Claude Code's (either kind); see :func:`identify`."""
+    return identify(first)

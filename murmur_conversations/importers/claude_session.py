@@ -1,87 +1,186 @@
-"""Claude Code session transcripts, ``~/.claude/projects/<dir>/<sessionId>.jsonl`` (docs/formats.md). Pure.
+"""Claude Code session transcripts, ``~/.claude/projects/<dir>/<sessionId>.jsonl`` (docs/formats.md
+"Claude Code"). Pure.
 
-Every line is kept verbatim as a source record. One conversation per ``sessionId``. ``user`` and
-``assistant`` lines of the main chain become messages; sidechain lines (``isSidechain``: subagents)
-and the other line types (``summary``, ``system``, ``queue-operation``, ``last-prompt``...) are kept
-only as source records. Claude Code appends each line after its parent, so following ``parentUuid``
-from each root gives file order: roots are taken in file order and each chain in that order.
+Every line is kept verbatim as a source record. One conversation per ``sessionId``. Each line kind
+is read on purpose (the table in docs/formats.md is the contract):
 
-- Consecutive ``assistant`` lines sharing ``message.id`` (one API response split per block) are
-  merged into one message with that id; it is complete when a line of another message arrives.
-- Blocks as in the Anthropic format (``tool_use`` -> ``tool_call``, ``thinking`` -> ``thinking``);
-  each ``tool_result`` block is a ``role: "tool"`` message linked by ``tool_use_id``, ``is_error``
-  kept. The structured ``toolUseResult`` stays in the source record.
-- ``isMeta`` lines and CLI-written text (``<local-command-...>``, ``<system-reminder>``, the local
-  command caveat) are ``injected``: in the record, shown as notices, not in the transcript.
-- Ids: an assistant message keeps ``message.id``; a user line's message takes the line ``uuid``
-  (``<uuid>:<n>`` for the n-th further message of the line); otherwise the ``imp_`` rule with the
-  0-based line index.
-Key: ``sessionId``, else ``--conversation-id`` (which then holds every session of the file), else
-the file name's stem, else the hash of the first line.
+- A person's prompt (a ``user`` line of text or images, a ``queued_command`` attachment typed
+  while the agent worked) is a user message, once: a prompt whose ``promptId`` (else its time and
+  text) was seen already is a replay.
+- A model answer (``assistant`` lines) is one assistant message per ``message.id``: Claude Code
+  writes one line per content block, and tool results may come between them; those results are
+  held until the message is complete, so a call always comes before its result. A ``message.id``
+  seen already is a replay (a resumed session writes its turns again with new line ``uuid`` s).
+- Tool results are ``role: "tool"`` messages linked by ``tool_use_id``; a second result for the
+  same call is a replay.
+- Lines whose role says ``user`` or ``assistant`` but that nobody typed or answered (compaction
+  summaries, ``isMeta`` expansions, text the CLI wrote, API errors the CLI wrote itself) are
+  ``injected`` record messages with ``notice`` naming their kind: notices, out of the transcript.
+- ``system`` lines a reader should see (compaction, API errors, local commands, CLI notices) are
+  notices outside the record; the others (hook results, durations) are bookkeeping.
+- Titles come from ``custom-title``, ``ai-title``, ``summary`` (only when its ``leafUuid`` is a line
+  of this file) and the first prompt; other bookkeeping lines are source records only.
+- Subagent lines (``isSidechain``) are kept as source records, each named with its agent.
+
+Ids: an assistant message keeps ``message.id``; a user line's message takes the line ``uuid``
+(``<uuid>:<n>`` for the n-th further message of the line); otherwise the ``imp_`` rule with the
+0-based line index. Key: ``sessionId``, else ``--conversation-id`` (which then holds every session
+of the file), else the file name's stem, else the hash of the first line.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
 
 from murmur_conversations.importers.anthropic import convert
 from murmur_conversations.importers.records import (
+    TITLE_CUSTOM,
+    TITLE_GENERATED,
+    TITLE_PROMPT,
+    TITLE_SUMMARY,
     Begin,
     Item,
     Kept,
+    Notice,
     ParseContext,
     Parsed,
     Problem,
     SourceLine,
+    Subagent,
+    Title,
     known,
     parse_line,
+    parse_time,
+    prompt_title,
     sha256_hex,
     unknown_key,
     with_id,
 )
 
-KNOWN_TYPES = frozenset(
+#: Line types of current Claude Code session files (docs/formats.md "Claude Code").
+KNOWN_TYPES: Final = frozenset(
     {
         "user",
         "assistant",
-        "summary",
+        "attachment",
         "system",
+        "summary",
+        "ai-title",
+        "custom-title",
+        "agent-name",
+        "agent-setting",
         "queue-operation",
         "last-prompt",
         "file-history-snapshot",
         "permission-mode",
         "mode",
         "progress",
+        "pr-link",
+        "bridge-session",
     }
 )
-_INJECTED_PREFIXES = (
-    "<local-command-",
-    "<system-reminder>",
-    "Caveat: The messages below were generated by the user while running local commands",
+#: ``system`` subtypes shown as notices, with their content type.
+NOTICE_SUBTYPES: Final = {
+    "compact_boundary": "notification",
+    "microcompact_boundary": "notification",
+    "api_error": "error",
+    "local_command": "notification",
+    "informational": "notification",
+    "away_summary": "notification",
+    "bridge_status": "notification",
+}
+#: Text the CLI writes into ``user`` lines, by its start: (prefix, notice kind).
+CLI_TEXT: Final = (
+    ("<local-command-caveat>", "command_caveat"),
+    (
+        "Caveat: The messages below were generated by the user while running local commands",
+        "command_caveat",
+    ),
+    ("<local-command-stdout>", "command_output"),
+    ("<local-command-stderr>", "command_output"),
+    ("<bash-input>", "command"),
+    ("<bash-stdout>", "command_output"),
+    ("<bash-stderr>", "command_output"),
+    ("[Request interrupted by user", "interrupted"),
+    ("This session is being continued from a previous conversation", "compaction_summary"),
+    ("<task-notification>", "task_notification"),
+    ("Stop hook feedback:", "hook"),
+    ("<system-reminder>", "system_reminder"),
+    ("<ide_opened_file>", "ide_context"),
+    ("<ide_selection>", "ide_context"),
 )
-_MESSAGE_SKIP = ("role", "content", "id", "type")
+_MESSAGE_SKIP: Final = ("role", "content", "id", "type")
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_TAG = re.compile(r"</?[a-z][a-z0-9_-]*>")
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def injected_text(content: Any) -> bool:
-    """Whether user content is text the CLI wrote (every text of it starts with a known prefix)."""
-    texts: list[Any]
+def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
-        texts = [content]
-    elif isinstance(content, list):
-        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-    else:
-        return False
-    strings = [t for t in texts if isinstance(t, str)]
-    return bool(strings) and all(t.lstrip().startswith(_INJECTED_PREFIXES) for t in strings)
+        return [content]
+    if isinstance(content, list):
+        return [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+    return []
+
+
+def cli_text_kind(content: Any) -> str | None:
+    """The notice kind of user content the CLI wrote (every text of it starts with a known
+    prefix), else None."""
+    texts = _texts(content)
+    if not texts:
+        return None
+    kinds = set()
+    for text in texts:
+        stripped = text.lstrip()
+        kind = next((k for prefix, k in CLI_TEXT if stripped.startswith(prefix)), None)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return kinds.pop() if len(kinds) == 1 else "cli_text"
+
+
+def injected_text(content: Any) -> bool:
+    """Whether user content is text the CLI wrote (see :func:`cli_text_kind`)."""
+    return cli_text_kind(content) is not None
+
+
+def _plain(text: str) -> str:
+    """Text of a CLI line with its tags: ``/command args`` for a command, else the tags removed."""
+    name = _COMMAND_NAME.search(text)
+    if name:
+        args = _COMMAND_ARGS.search(text)
+        return " ".join(
+            p for p in (name.group(1).strip(), args.group(1).strip() if args else "") if p
+        )
+    return " ".join(_TAG.sub(" ", text).split())
+
+
+@dataclass
+class _Open:
+    """The assistant message being merged, and the tool results held until it is complete."""
+
+    message: dict[str, Any]
+    line: int
+    at: datetime | None
+    calls: set[str] = field(default_factory=set)
+    results: list[Item] = field(default_factory=list)
+    first_block: int = 0  # > 0 when this continues a message an earlier import stored
 
 
 class ClaudeParser:
-    """Shared by session transcripts and stream-json: keys, held lines, merging by ``message.id``.
-    Subclasses say which field keys a line and which lines are only kept (``side``)."""
+    """Shared by session transcripts and stream-json: keys, merging by ``message.id``, replays,
+    line kinds. Subclasses say which field keys a line and which lines a subagent wrote."""
 
     KEY_FIELD = "sessionId"
     KNOWN = KNOWN_TYPES
@@ -93,24 +192,61 @@ class ClaudeParser:
         self.key: str | None = None
         # lines before the first key, with their parsed objects
         self.held_lines: list[tuple[dict[str, Any], SourceLine]] = []
-        self.assistant: dict[str, Any] | None = None  # the assistant message being merged
-        self.assistant_line = 0
-        self.given: set[str] = set()  # assistant message ids already given, per conversation
+        self.open: _Open | None = None
+        self.closed: set[str] = set()  # assistant message ids given in this conversation
+        self.prompts: set[str] = set()  # identities of the prompts given
+        self.results: set[str] = set()  # tool_use ids whose result was given
+        self.uuids: set[str] = set()  # line uuids of this conversation (for summary titles)
+        self.summaries: list[tuple[str, str]] = []  # (leafUuid, summary) waiting for their leaf
+        self.agents: dict[str, str] = {}  # agent id -> the tool_use id that launched it
+        self.prompt_titled = False
+        self.last: dict[str, Any] | None = None  # the last assistant message given: id, blocks
+        self.continues: dict[str, Any] | None = None
+        resume = context.resume or {}
+        if isinstance(resume.get("key"), str):
+            self.key = resume["key"]
+            self.prompts = set(resume.get("prompts") or ())
+            self.prompt_titled = bool(resume.get("prompt_titled"))
+            self.continues = resume.get("last") if isinstance(resume.get("last"), dict) else None
+        self.begun = False  # whether Begin was given for self.key
+        #: Live (``--follow``): a result closes the answer it answers at once, so it shows now;
+        #: further lines of that answer are then stored as its continuation (``<id>:<n>``).
+        self.eager = context.live
 
     # ------------------------------------------------------------------ hooks for subclasses
 
-    def side(self, value: dict[str, Any]) -> bool:
-        """Whether a line is kept only (a sidechain or subagent line)."""
-        return value.get("isSidechain") is True
+    def subagent(self, value: dict[str, Any]) -> Subagent | None:
+        """The agent a line belongs to, or None for the main conversation (sidechain lines)."""
+        if value.get("isSidechain") is not True:
+            return None
+        agent = _str(value.get("agentId"))
+        return Subagent(agent, self.agents.get(agent) if agent else None)
 
-    def other(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
-        """Items of a line that is not a main-chain message (none here)."""
+    def other(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
+        """Items of a line that is not a main-chain user or assistant message."""
+        kind = value.get("type")
+        if kind == "system":
+            return self._system(value, line, at)
+        if kind == "attachment":
+            return self._attachment(value, line, at)
+        if kind == "ai-title" and _str(value.get("aiTitle")):
+            return [Title(value["aiTitle"].strip(), TITLE_GENERATED)]
+        if kind == "custom-title" and _str(value.get("customTitle")):
+            return [Title(value["customTitle"].strip(), TITLE_CUSTOM)]
+        if kind == "summary" and _str(value.get("summary")) and _str(value.get("leafUuid")):
+            self.summaries.append((value["leafUuid"], value["summary"].strip()))
+        if kind == "progress":
+            data = value.get("data")
+            if isinstance(data, dict) and data.get("type") == "agent_progress":
+                agent, tool_use = _str(data.get("agentId")), _str(value.get("parentToolUseID"))
+                if agent and tool_use:
+                    self.agents[agent] = tool_use
         return []
 
     # ------------------------------------------------------------------ lines
 
     def feed(self, line: SourceLine) -> list[Item]:
-        """One line: kept, and read when it is a main-chain message."""
+        """One line: kept, and read by its kind."""
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
@@ -123,29 +259,61 @@ class ClaudeParser:
         return out
 
     def finish(self) -> list[Item]:
-        """The merged message still open; lines held for want of a key."""
+        """The merged message still open; lines held for want of a key; summary titles."""
         out: list[Item] = []
         if self.held_lines:
             first = self.held_lines[0][1].text
             out.extend(self._switch(self.fixed or self.stem or sha256_hex(first)))
         out.extend(self._close())
+        out.extend(self._summary_titles())
         return out
 
+    def snapshot(self) -> dict[str, Any] | None:
+        """The state an import of the lines appended later starts from (after ``finish``)."""
+        if self.key is None:
+            return None
+        return {
+            "key": self.key,
+            "prompts": sorted(self.prompts),
+            "prompt_titled": self.prompt_titled,
+            "last": self.last,
+        }
+
     def _switch(self, key: str) -> list[Item]:
-        if key == self.key:
+        if key == self.key and self.begun:
             return []
-        out = self._close()
-        if self.key is not None:
-            self.given.clear()
+        out: list[Item] = []
+        if self.key is not None and key != self.key:
+            out.extend(self._close())
+            out.extend(self._summary_titles())
+            self.closed.clear()
+            self.prompts.clear()
+            self.results.clear()
+            self.uuids.clear()
+            self.prompt_titled = False
+            self.last = self.continues = None
         self.key = key
+        self.begun = True
         out.append(Begin(key))
         held, self.held_lines = self.held_lines, []
         for value, line in held:
             out.extend(self._read(value, line))
         return out
 
+    def _summary_titles(self) -> list[Item]:
+        titles: list[Item] = [
+            Title(text, TITLE_SUMMARY) for leaf, text in self.summaries if leaf in self.uuids
+        ]
+        self.summaries.clear()
+        return titles[-1:]
+
     def _read(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
         kind = value.get("type")
+        at = parse_time(value.get("timestamp"))
+        uuid = _str(value.get("uuid"))
+        if uuid:
+            self.uuids.add(uuid)
+        subagent = self.subagent(value)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"
         kept = Kept(
             unknown_key(line.text),
@@ -153,63 +321,283 @@ class ClaudeParser:
             line.text,
             record_type,
             unknown=not isinstance(kind, str) or kind not in self.KNOWN,
+            at=at,
+            subagent=subagent,
         )
         message = value.get("message")
-        if kind not in ("user", "assistant") or not isinstance(message, dict) or self.side(value):
-            return [kept, *self.other(value, line)]
-        if kind == "assistant":
-            return [kept, *self._assistant(message, line)]
-        return [kept, *self._close(), *self._user(value, message, line)]
+        if subagent is not None:
+            return [kept]
+        if kind == "assistant" and isinstance(message, dict):
+            return [kept, *self._assistant(value, message, line, at)]
+        if kind == "user" and isinstance(message, dict):
+            return [kept, *self._user(value, message, line, at)]
+        return [kept, *self.other(value, line, at)]
 
-    # ------------------------------------------------------------------ messages
+    # ------------------------------------------------------------------ assistant messages
 
-    def _assistant(self, message: dict[str, Any], line: SourceLine) -> list[Item]:
+    def _assistant(
+        self, value: dict[str, Any], message: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
         message_id = _str(message.get("id"))
         content = message.get("content")
         blocks = content if isinstance(content, list) else [] if content is None else [content]
-        held = self.assistant
-        if held is not None and message_id is not None and held.get("id") == message_id:
-            held["content"].extend(blocks)
-            held.update({k: v for k, v in message.items() if k not in _MESSAGE_SKIP})
+        rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
+        held = self.open
+        if held is not None and message_id is not None and held.message.get("id") == message_id:
+            held.message["content"].extend(blocks)
+            held.message.update(rest)
+            held.calls |= _call_ids(blocks)
             return []
         out = self._close()
-        rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
+        continued = self.continues
+        self.continues = None
+        continues = continued is not None and continued.get("id") == message_id
+        if message_id is not None and message_id in self.closed and not continues:
+            return out  # a replayed answer: given already
         merged: dict[str, Any] = {"role": "assistant", "content": list(blocks), **rest}
-        if message_id is not None and message_id not in self.given:
-            merged = {"id": message_id, **merged}
-        self.assistant, self.assistant_line = merged, line.number
+        notice = _assistant_notice(value, message)
+        if notice is not None:
+            merged["injected"] = True
+            merged["notice"] = notice
+        first_block = 0
+        if message_id is not None:
+            if continues and continued is not None:
+                first_block = int(continued.get("blocks") or 0)
+                merged = {"id": f"{message_id}:{first_block}", **merged}
+            else:
+                merged = {"id": message_id, **merged}
+        self.open = _Open(merged, line.number, at, _call_ids(blocks), first_block=first_block)
         return out
 
     def _close(self) -> list[Item]:
-        """The merged assistant message, converted (``tool_use`` -> ``tool_call``...)."""
-        held, self.assistant = self.assistant, None
+        """The merged assistant message, converted (``tool_use`` -> ``tool_call``...), then the
+        results held for it."""
+        held, self.open = self.open, None
         if held is None:
             return []
         key = known(self.key)
         out: list[Item] = []
-        for n, message in enumerate(convert(held)):
-            if n and "id" in message:
-                message = {k: v for k, v in message.items() if k != "id"}
-            message = with_id(key, (self.assistant_line - 1) * 8 + n, message)
-            self.given.add(message["id"])
-            out.append(Parsed(message, self.assistant_line))
+        message_id = _str(held.message.get("id"))
+        for n, part in enumerate(convert(held.message)):
+            if n and "id" in part:
+                part = {k: v for k, v in part.items() if k != "id"}
+            part = with_id(key, (held.line - 1) * 8 + n, part)
+            out.append(Parsed(part, held.line, held.at))
+        if message_id is not None:
+            base = message_id.rsplit(":", 1)[0] if held.first_block else message_id
+            self.closed.add(base)
+            self.last = {"id": base, "blocks": held.first_block + len(held.message["content"])}
+        out.extend(held.results)
         return out
 
-    def _user(self, value: dict[str, Any], message: dict[str, Any], line: SourceLine) -> list[Item]:
+    # ------------------------------------------------------------------ user lines
+
+    def _user(
+        self, value: dict[str, Any], message: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
         key = known(self.key)
         uuid = _str(value.get("uuid"))
         rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
         base = {"role": "user", "content": message.get("content", ""), **rest}
-        injected = value.get("isMeta") is True or injected_text(base["content"])
-        out: list[Item] = []
-        for n, part in enumerate(convert(base)):
-            if injected and part.get("role") != "tool":
-                part = {**part, "injected": True}
+        parts = convert(base)
+        if any(p.get("role") == "tool" for p in parts):
+            return self._results(value, parts, uuid, line, at)
+        out = self._close()
+        self.continues = None
+        notice = _user_notice(value, base["content"])
+        for n, part in enumerate(parts):
+            if notice is not None:
+                part = {**part, "injected": True, "notice": notice}
+            elif not self._new_prompt(value, part, at):
+                continue  # a replayed prompt: given already
+            elif not self.prompt_titled:
+                title = prompt_title(part.get("content"))
+                if title:
+                    self.prompt_titled = True
+                    out.append(Title(title, TITLE_PROMPT))
             if uuid is not None:
                 part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
-            out.append(Parsed(with_id(key, (line.number - 1) * 8 + n, part), line.number))
+            out.append(Parsed(with_id(key, (line.number - 1) * 8 + n, part), line.number, at))
         return out
+
+    def _new_prompt(self, value: dict[str, Any], part: dict[str, Any], at: datetime | None) -> bool:
+        """Whether a person's prompt is new: identified by ``promptId``, else by its time and
+        content; a prompt without either cannot be told from a replay and is always new."""
+        identity = _str(value.get("promptId"))
+        if identity is None and at is not None:
+            identity = sha256_hex([at.isoformat(), part.get("content")])
+        if identity is None:
+            return True
+        if identity in self.prompts:
+            return False
+        self.prompts.add(identity)
+        return True
+
+    def _results(
+        self,
+        value: dict[str, Any],
+        parts: list[dict[str, Any]],
+        uuid: str | None,
+        line: SourceLine,
+        at: datetime | None,
+    ) -> list[Item]:
+        """A line carrying tool results (and maybe CLI text such as an interruption)."""
+        key = known(self.key)
+        out: list[Item] = []
+        agent = _tool_result_agent(value)
+        for n, part in enumerate(parts):
+            if uuid is not None:
+                part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
+            part = with_id(key, (line.number - 1) * 8 + n, part)
+            if part.get("role") != "tool":
+                kind = cli_text_kind(part.get("content")) or "cli_text"
+                item = Parsed({**part, "injected": True, "notice": kind}, line.number, at)
+            else:
+                call_id = str(part.get("tool_call_id"))
+                if agent is not None and call_id:
+                    self.agents.setdefault(agent, call_id)
+                if call_id in self.results:
+                    continue  # a replayed result: given already
+                self.results.add(call_id)
+                item = Parsed(part, line.number, at, once=True)
+            held = self.open
+            if (
+                held is not None
+                and not self.eager
+                and (item.message.get("tool_call_id") in held.calls or held.results)
+            ):
+                held.results.append(item)
+            else:
+                answered = held is not None and item.message.get("tool_call_id") in held.calls
+                out.extend(self._close())
+                if answered:
+                    self.continues = self.last  # live: more lines of that answer continue it
+                out.append(item)
+        return out
+
+    # ------------------------------------------------------------------ other kinds
+
+    def _attachment(
+        self, value: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
+        """A ``queued_command`` attachment is a prompt typed while the agent worked."""
+        attachment = value.get("attachment")
+        if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+            return []
+        prompt = attachment.get("prompt")
+        if not isinstance(prompt, str | list) or not _texts(prompt):
+            return []
+        key = known(self.key)
+        origin = attachment.get("origin")
+        human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
+        message: dict[str, Any] = {"role": "user", "content": prompt, "queued": True}
+        out = self._close()
+        if not human or attachment.get("commandMode") not in (None, "prompt"):
+            message = {**message, "injected": True, "notice": "queued_command"}
+        elif not self._new_prompt(value, message, at):
+            return out
+        uuid = _str(value.get("uuid"))
+        if uuid is not None:
+            message = {"id": uuid, **message}
+        out.append(Parsed(with_id(key, (line.number - 1) * 8, message), line.number, at))
+        return out
+
+    def _system(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
+        subtype = value.get("subtype")
+        text = value.get("content")
+        if subtype == "local_command" and isinstance(text, str):
+            name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+            if name and name.group(1).strip() == "/rename" and args and args.group(1).strip():
+                title: list[Item] = [Title(args.group(1).strip(), TITLE_CUSTOM)]
+            else:
+                title = []
+        else:
+            title = []
+        if not isinstance(subtype, str) or subtype not in NOTICE_SUBTYPES:
+            return title
+        content_type = NOTICE_SUBTYPES[subtype]
+        shown = _system_text(value, subtype)
+        content: dict[str, Any] = {"text": shown}
+        if content_type == "error":
+            content["error_type"] = subtype
+        metadata: dict[str, Any] = {"claude_subtype": subtype}
+        compact = value.get("compactMetadata")
+        if isinstance(compact, dict):
+            metadata["compact"] = compact
+        key = "claude:" + (_str(value.get("uuid")) or unknown_key(line.text))
+        return [
+            *self._close(),
+            *title,
+            Notice(key, "system", content_type, content, metadata, line.number, at),
+        ]
+
+
+def _call_ids(blocks: list[Any]) -> set[str]:
+    return {
+        b["id"]
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+    }
+
+
+def _tool_result_agent(value: dict[str, Any]) -> str | None:
+    result = value.get("toolUseResult")
+    return _str(result.get("agentId")) if isinstance(result, dict) else None
+
+
+def _assistant_notice(value: dict[str, Any], message: dict[str, Any]) -> str | None:
+    """The notice kind of an assistant line the CLI wrote itself, else None."""
+    if value.get("isApiErrorMessage") is True or _str(value.get("error")):
+        return "api_error"
+    if message.get("model") == "<synthetic>":
+        return "synthetic"
+    return None
+
+
+def _user_notice(value: dict[str, Any], content: Any) -> str | None:
+    """The notice kind of a user line that is not a person's prompt, else None."""
+    if value.get("isCompactSummary") is True:
+        return "compaction_summary"
+    if value.get("isVisibleInTranscriptOnly") is True:
+        return "transcript_only"
+    if value.get("isMeta") is True:
+        return "meta"
+    if value.get("isSynthetic") is True:
+        return "synthetic"
+    return cli_text_kind(content)
+
+
+def _system_text(value: dict[str, Any], subtype: str) -> str:
+    content = value.get("content")
+    if subtype == "api_error":
+        error = value.get("error")
+        inner = error.get("error") if isinstance(error, dict) else None
+        deeper = inner.get("error") if isinstance(inner, dict) else None
+        for source in (deeper, inner, error):
+            if isinstance(source, dict) and _str(source.get("message")):
+                return str(source["message"])
+        return content if isinstance(content, str) and content else "API error"
+    if isinstance(content, str) and content.strip():
+        return _plain(content) if subtype == "local_command" else content.strip()
+    return {
+        "compact_boundary": "Conversation compacted",
+        "microcompact_boundary": "Older tool results cleared",
+    }.get(subtype, subtype.replace("_", " "))
 
 
 class SessionParser(ClaudeParser):
     """Parser for one session transcript; see the module docstring."""
+
+
+def identify(value: dict[str, Any]) -> bool:
+    """Whether a line is plainly a Claude Code session line: a known type with the fields that type
+    carries (``sessionId``/``uuid`` on most; ``leafUuid`` on summaries, ``messageId`` and
+    ``snapshot`` on file-history snapshots)."""
+    kind = value.get("type")
+    if not isinstance(kind, str) or kind not in KNOWN_TYPES:
+        return False
+    if kind == "summary":
+        return isinstance(value.get("leafUuid"), str)
+    if kind == "file-history-snapshot":
+        return "snapshot" in value and "messageId" in value
+    return "sessionId" in value or "uuid" in value

@@ -9,7 +9,6 @@ from murmur_conversations.importers import codex_exec, codex_rollout
 from murmur_conversations.importers.records import (
     Item,
     ParseContext,
-    Parser,
     SourceLine,
     parse_json,
 )
@@ -22,7 +21,12 @@ class CodexParser:
 
     def __init__(self, context: ParseContext) -> None:
         self.context = context
-        self.inner: Parser | None = None
+        self.inner: codex_exec.ExecParser | codex_rollout.RolloutParser | None = None
+        inner = (context.resume or {}).get("inner")
+        if inner == "exec":
+            self.inner = codex_exec.ExecParser(context)
+        elif inner == "rollout":
+            self.inner = codex_rollout.RolloutParser(context)
 
     def feed(self, line: SourceLine) -> list[Item]:
         """Choose the parser on the first line, then delegate."""
@@ -39,6 +43,14 @@ class CodexParser:
     def finish(self) -> list[Item]:
         """Delegate."""
         return self.inner.finish() if self.inner is not None else []
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The inner parser's resume state, and which parser it was."""
+        if self.inner is None:
+            return None
+        state = self.inner.snapshot()
+        kind = "exec" if isinstance(self.inner, codex_exec.ExecParser) else "rollout"
+        return None if state is None else {**state, "inner": kind}
 
 
 def parser(context: ParseContext) -> CodexParser:

@@ -1,33 +1,86 @@
-"""Codex CLI session rollouts, ``rollout-*.jsonl`` (docs/formats.md). Pure.
+"""Codex CLI session rollouts, ``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`` (docs/formats.md
+"Codex"). Pure.
 
-Every line is kept verbatim as a source record. Messages come from ``response_item`` lines only
-(``event_msg`` lines echo them and are kept, not read): ``message`` (``input_text``/``output_text``
-parts as ``text`` blocks; ``developer`` messages and ``<environment_context>``-style user messages
-marked injected), ``reasoning`` (its summary as one ``thinking`` block), ``function_call`` and
-``custom_tool_call`` (a ``tool_call`` block; JSON ``arguments`` parsed), and their ``*_output``
-(a tool result linked by ``call_id``). Key: ``session_meta.payload.id``, else ``--conversation-id``.
-Message ids follow the ``imp_`` rule with the 0-based line index, stable as the rollout grows.
+Every line is kept verbatim as a source record. Each line is ``{timestamp, type, payload}``; every
+``type`` and every ``response_item`` payload type of current Codex versions is read on purpose
+(the tables in docs/formats.md are the contract):
+
+- ``response_item`` payloads are the conversation the model saw: messages, reasoning, calls of
+  every kind (``function_call``, ``custom_tool_call``, ``local_shell_call``, ``tool_search_call``)
+  with their outputs (``function_call_output``, ``custom_tool_call_output``,
+  ``tool_search_output``), linked by ``call_id``; web searches and image generations are tool-call
+  cards completed at once. An unknown payload type is counted by name (``response_item.<type>``).
+- ``event_msg`` lines echo the response items and carry usage; the ones a reader should see that
+  have no response item (an error, an aborted turn) are notices, a thread name is the title.
+- ``compacted`` lines are compaction notices; ``session_meta`` gives the key; the other line types
+  are source records only.
+
+Key: ``session_meta.payload.id``, else ``--conversation-id``. Message ids follow the ``imp_`` rule
+with the 0-based line index, stable as the rollout grows.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
 from murmur_conversations import jsonenc
 from murmur_conversations.importers.records import (
+    TITLE_CUSTOM,
+    TITLE_PROMPT,
     HeldUntilKeyed,
     Item,
     Kept,
+    Notice,
+    ParseContext,
     Parsed,
     Problem,
     SourceLine,
+    Title,
+    ToolUpdate,
     parse_line,
+    parse_time,
+    prompt_title,
     unknown_key,
 )
 
-KNOWN_LINES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
-_INJECTED_PREFIXES = (
+#: Rollout line types (``RolloutItem``, openai/codex ``codex-rs/protocol``).
+KNOWN_LINES: Final = frozenset(
+    {
+        "session_meta",
+        "turn_context",
+        "response_item",
+        "event_msg",
+        "compacted",
+        "world_state",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+    }
+)
+#: ``response_item`` payload types kept as source records only: encrypted compaction state, the
+#: harness's undo snapshots, tool lists, request controls, messages between agents.
+RECORD_ONLY_ITEMS: Final = frozenset(
+    {
+        "compaction",
+        "compaction_summary",
+        "context_compaction",
+        "compaction_trigger",
+        "ghost_snapshot",
+        "additional_tools",
+        "agent_message",
+        "other",
+    }
+)
+CALL_ITEMS: Final = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"}
+)
+OUTPUT_ITEMS: Final = frozenset(
+    {"function_call_output", "custom_tool_call_output", "tool_search_output"}
+)
+CARD_ITEMS: Final = frozenset({"web_search_call", "image_generation_call"})
+READ_ITEMS: Final = frozenset({"message", "reasoning"}) | CALL_ITEMS | OUTPUT_ITEMS | CARD_ITEMS
+_INJECTED_PREFIXES: Final = (
     "<environment_context>",
     "<user_instructions>",
     "<permissions",
@@ -43,6 +96,8 @@ def _text_blocks(content: Any) -> list[Any]:
             blocks.append({"type": "text", "text": part["text"]})
         else:
             blocks.append(part)
+    if isinstance(content, str):
+        blocks.append({"type": "text", "text": content})
     return blocks
 
 
@@ -53,7 +108,7 @@ def _injected(role: Any, blocks: list[Any]) -> bool:
     return (
         role == "user"
         and bool(texts)
-        and all(t.lstrip().startswith(_INJECTED_PREFIXES) for t in texts)
+        and all(isinstance(t, str) and t.lstrip().startswith(_INJECTED_PREFIXES) for t in texts)
     )
 
 
@@ -68,8 +123,20 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The record message of one ``response_item`` payload, or None for a type not read."""
+def _output(value: Any) -> str:
+    """An output as text: a string as it is, structured content items (images) as JSON text."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _call(call_id: Any, name: str, arguments: Any, **rest: Any) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_call", "id": call_id, "name": name, "input": arguments}
+    block.update({k: v for k, v in rest.items() if v is not None})
+    return {"role": "assistant", "content": [block]}
+
+
+def message_of(payload: dict[str, Any], call_id: str | None = None) -> dict[str, Any] | None:
+    """The record message of one ``response_item`` payload, or None for a type that is not a
+    message (cards, records-only, unknown). ``call_id`` replaces a missing call id (tool search)."""
     kind = payload.get("type")
     rest = {k: v for k, v in payload.items() if k not in ("type", "role", "content")}
     if kind == "message":
@@ -88,25 +155,33 @@ def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
         return {"role": "assistant", "content": [{"type": "thinking", "text": "\n\n".join(texts)}]}
     if kind in ("function_call", "custom_tool_call"):
         args = payload.get("arguments", payload.get("input", {}))
-        return {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_call",
-                    "id": payload.get("call_id"),
-                    "name": payload.get("name") or "",
-                    "input": _arguments(args),
-                }
-            ],
-        }
+        return _call(
+            payload.get("call_id"),
+            payload.get("name") or "",
+            _arguments(args),
+            namespace=payload.get("namespace"),
+        )
+    if kind == "local_shell_call":
+        action = payload.get("action")
+        return _call(call_id or payload.get("call_id") or payload.get("id"), "local_shell", action)
+    if kind == "tool_search_call":
+        arguments = {"execution": payload.get("execution"), "arguments": payload.get("arguments")}
+        return _call(call_id or payload.get("call_id"), "tool_search", arguments)
     if kind in ("function_call_output", "custom_tool_call_output"):
-        output = payload.get("output", "")
         # Not jsonenc: this text is stored content, hashed into the ids of imported messages
         # (docs/formats.md), so it stays spelled as it always was.
         return {
             "role": "tool",
             "tool_call_id": payload.get("call_id"),
-            "content": output if isinstance(output, str) else json.dumps(output),
+            "content": _output(payload.get("output", "")),
+        }
+    if kind == "tool_search_output":
+        tools = payload.get("tools")
+        return {
+            "role": "tool",
+            "tool_call_id": call_id or payload.get("call_id"),
+            "content": json.dumps(tools, ensure_ascii=False),
+            "is_error": payload.get("status") not in (None, "completed"),
         }
     return None
 
@@ -114,31 +189,146 @@ def message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
 class RolloutParser(HeldUntilKeyed):
     """Parser for one rollout; see the module docstring."""
 
+    def __init__(self, context: ParseContext) -> None:
+        super().__init__(context)
+        resume = context.resume or {}
+        if self.key is None and isinstance(resume.get("key"), str):
+            self.key = resume["key"]
+        self.prompt_titled = bool(resume.get("prompt_titled"))
+        #: tool_search calls executed without a call id, waiting for their output (by line)
+        self.searches: list[str] = list(resume.get("searches") or ())
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The key, whether the first prompt gave the title, and unanswered tool searches."""
+        if self.key is None:
+            return None
+        return {"key": self.key, "prompt_titled": self.prompt_titled, "searches": self.searches}
+
     def feed(self, line: SourceLine) -> list[Item]:
-        """One rollout line: kept, and read when it is a ``response_item``."""
+        """One rollout line: kept, and read by its type."""
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
         kind = value.get("type")
         payload = value.get("payload")
+        at = parse_time(value.get("timestamp"))
         meta_id = (
             payload.get("id") if kind == "session_meta" and isinstance(payload, dict) else None
         )
         if self.key is None and isinstance(meta_id, str) and meta_id:
             self.key = meta_id
-        known = isinstance(kind, str) and kind in KNOWN_LINES and isinstance(payload, dict)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"
-        items: list[Item] = [
-            Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=not known)
-        ]
+        known = isinstance(kind, str) and kind in KNOWN_LINES and isinstance(payload, dict)
+        item_kind = ""
         if kind == "response_item" and isinstance(payload, dict):
-            message = message_of(payload)
-            if message is not None:
-                items.append(Parsed(message, line.number))
+            ptype = payload.get("type")
+            if not isinstance(ptype, str) or ptype not in READ_ITEMS | RECORD_ONLY_ITEMS:
+                known = False
+                item_kind = f"response_item.{ptype if isinstance(ptype, str) else 'unknown'}"
+        items: list[Item] = [
+            Kept(
+                unknown_key(line.text),
+                line.number,
+                line.text,
+                record_type,
+                unknown=not known,
+                at=at,
+                kind=item_kind,
+            )
+        ]
+        if not known or not isinstance(payload, dict):
+            return self._release(items)
+        if kind == "response_item":
+            items.extend(self._response_item(payload, line.number, at))
+        elif kind == "event_msg":
+            items.extend(self._event(payload, line, at))
+        elif kind == "compacted":
+            text = payload.get("message")
+            content = {"text": text if isinstance(text, str) and text else "Conversation compacted"}
+            metadata = {"codex_type": "compacted"}
+            notice = Notice(
+                f"codex:{unknown_key(line.text)}",
+                "system",
+                "notification",
+                content,
+                metadata,
+                line.number,
+                at,
+            )
+            items.append(notice)
         return self._release(items)
+
+    def _response_item(self, payload: dict[str, Any], line: int, at: datetime | None) -> list[Item]:
+        kind = payload.get("type")
+        call_id: str | None = None
+        if kind == "tool_search_call" and not payload.get("call_id"):
+            call_id = f"tool_search:{line}"
+            self.searches.append(call_id)
+        elif kind == "tool_search_output" and not payload.get("call_id"):
+            call_id = self.searches.pop(0) if self.searches else None
+        if kind in CARD_ITEMS:
+            return self._card(payload, line, at)
+        message = message_of(payload, call_id)
+        if message is None:
+            return []
+        out: list[Item] = []
+        if not self.prompt_titled and message.get("role") == "user" and not message.get("injected"):
+            title = prompt_title(message.get("content"))
+            if title:
+                self.prompt_titled = True
+                out.append(Title(title, TITLE_PROMPT))
+        out.append(Parsed(message, line, at))
+        return out
+
+    def _card(self, payload: dict[str, Any], line: int, at: datetime | None) -> list[Item]:
+        """A web search or image generation: a tool-call card, completed (or failed) at once."""
+        kind = payload.get("type")
+        call_id = payload.get("id") or f"{kind}:{line}"
+        status = payload.get("status")
+        if kind == "web_search_call":
+            name, arguments = "web_search", payload.get("action") or {}
+            result: Any = {"status": status, "action": payload.get("action")}
+        else:
+            name = "image_generation"
+            arguments = {"revised_prompt": payload.get("revised_prompt")}
+            result = {"status": status, "revised_prompt": payload.get("revised_prompt")}
+        out: list[Item] = [Parsed(_call(call_id, name, arguments), line, at)]
+        if status in ("failed", "incomplete"):
+            out.append(ToolUpdate("failed", {"call_id": call_id, "error": result}, line, at))
+        elif status != "in_progress":
+            out.append(ToolUpdate("completed", {"call_id": call_id, "result": result}, line, at))
+        return out
+
+    def _event(self, payload: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
+        kind = payload.get("type")
+        key = f"codex:{unknown_key(line.text)}"
+        if kind == "thread_name_updated":
+            name = payload.get("thread_name")
+            return (
+                [Title(name.strip(), TITLE_CUSTOM)]
+                if isinstance(name, str) and name.strip()
+                else []
+            )
+        if kind == "error":
+            text = payload.get("message")
+            content = {
+                "text": text if isinstance(text, str) and text else "Error",
+                "error_type": "error",
+            }
+            return [Notice(key, "system", "error", content, {"codex_type": kind}, line.number, at)]
+        if kind == "turn_aborted":
+            reason = payload.get("reason")
+            text = f"Turn aborted ({reason})" if isinstance(reason, str) else "Turn aborted"
+            content = {"text": text}
+            return [
+                Notice(
+                    key, "system", "notification", content, {"codex_type": kind}, line.number, at
+                )
+            ]
+        return []
 
 
 def sniff(first: dict[str, Any]) -> bool:
-    """Whether a first line looks like a rollout line: a known ``type`` with a ``payload``."""
+    """Whether a line looks like a rollout line: a known ``type`` with a ``payload``."""
     kind = first.get("type")
     return isinstance(kind, str) and kind in KNOWN_LINES and isinstance(first.get("payload"), dict)

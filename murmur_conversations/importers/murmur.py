@@ -11,6 +11,7 @@ lines of an export (``"type": "murmur.feedback"``), which are read back as feedb
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from murmur_conversations.importers.records import (
@@ -25,6 +26,7 @@ from murmur_conversations.importers.records import (
     excerpt,
     known,
     parse_line,
+    parse_time,
     sha256_hex,
     unknown_key,
     with_id,
@@ -128,11 +130,26 @@ class MurmurParser:
                 Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=True),
             ]
         message = with_id(key, index, value)
+        at = uuid7_time(message["id"])
         return [
             *begin,
-            Parsed(message, line.number),
-            Kept(message["id"], line.number, line.text, "message"),
+            Parsed(message, line.number, at),
+            Kept(message["id"], line.number, line.text, "message", at=at),
         ]
+
+
+def uuid7_time(message_id: Any) -> datetime | None:
+    """The time in a murmur message id, ``msg_`` + the 32 hex digits of a uuid-v7 (whose first 48
+    bits are milliseconds since the Unix epoch; docs/formats.md "Times"), else None."""
+    if not isinstance(message_id, str) or not message_id.startswith("msg_"):
+        return None
+    digits = message_id[4:]
+    if len(digits) != 32 or digits[12] != "7":
+        return None
+    try:
+        return parse_time(int(digits[:12], 16))
+    except ValueError:
+        return None
 
 
 def parser(context: ParseContext) -> MurmurParser:

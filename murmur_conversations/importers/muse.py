@@ -45,6 +45,7 @@ from murmur_conversations.importers.records import (
     excerpt,
     known,
     parse_line,
+    parse_time,
     sha256_hex,
     unknown_key,
     with_id,
@@ -151,6 +152,7 @@ class MuseParser:
             line.text,
             (payload_type or "unknown")[:64],
             unknown=envelope is None or not _known(envelope[2]),
+            at=parse_time(value.get("recorded_at")),
         )
         if envelope is None:
             if self.key is None and self.fixed is None:

@@ -19,13 +19,14 @@ class NotUTF8(ValueError):
     """The source is not UTF-8 text; it is refused whole. ``str()`` says where and why."""
 
 
-def check_utf8(stream: IO[bytes]) -> None:
+def check_utf8(stream: IO[bytes], start: int = 0) -> None:
     """Read ``stream`` to its end in chunks (memory stays bounded) and raise ``NotUTF8`` naming the
     byte offset of the first invalid sequence; a UTF-16 or UTF-32 byte-order mark is named as such.
-    The caller rewinds the stream."""
+    ``start`` is the offset the stream is read from (an appended part). The caller rewinds the
+    stream."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    offset = 0
-    first = True
+    offset = start
+    first = start == 0
     while True:
         chunk = stream.read(_CHUNK)
         if first and chunk[:2] in (b"\xff\xfe", b"\xfe\xff"):
@@ -128,3 +129,38 @@ def _decode_or_refuse(
     except NotUTF8 as error:
         refuse(number, str(error), raw)
         return None
+
+
+class LineCursor:
+    """The non-blank lines of a file ``stream`` from byte ``offset`` on, numbered after ``line``
+    (the number of the last line read before; docs/formats.md "Whole folders"). While iterating,
+    ``offset`` and ``line`` follow the end of the last *complete* line read, so an import that
+    stops there, or at a last line still being written, goes on from the right place next time.
+    ``on_line(size)`` is called with the byte size of each line read (for a progress bar)."""
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        *,
+        offset: int = 0,
+        line: int = 0,
+        on_line: Callable[[int], None] | None = None,
+    ) -> None:
+        self.stream = stream
+        self.offset = offset
+        self.line = line
+        self.on_line = on_line
+
+    def __iter__(self) -> Iterator[SourceLine]:
+        self.stream.seek(self.offset)
+        number = self.line
+        for raw in self.stream:
+            number += 1
+            if self.on_line is not None:
+                self.on_line(len(raw))
+            if raw.endswith(b"\n"):
+                self.offset += len(raw)
+                self.line = number
+            line = decode_line(raw, number)
+            if line is not None:
+                yield line

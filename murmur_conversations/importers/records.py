@@ -4,15 +4,21 @@ No Django and no database here, so parsers can be fuzzed. A parser turns ``Sourc
 a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
 ``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
-error), ``Rated`` (feedback on a display row), ``Delta`` (streamed text, live only) and ``Problem``
-(a refused line, with its number and an excerpt).
+error), ``Title`` (a title the log gives, with its rank), ``Rated`` (feedback on a display row),
+``Delta`` (streamed text, live only) and ``Problem`` (a refused line, with its number and an
+excerpt).
+
+Items carry ``at``, the time of the line they come from (docs/formats.md "Times"), or None when the
+line has none; the writer then uses the nearest earlier time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from murmur_conversations import jsonenc
@@ -45,18 +51,37 @@ class Parsed:
 
     message: dict[str, Any]
     line: int | None
+    at: datetime | None = None
+    #: A tool result that a log may write again (a resumed Claude Code session replays its
+    #: turns): dropped when its call already has a result in the conversation.
+    once: bool = False
+
+
+@dataclass(frozen=True)
+class Subagent:
+    """Who wrote a line that belongs to a subagent (Claude Code sidechains, ``subagents/agent-*``
+    files, stream-json ``parent_tool_use_id``): its agent id and the ``tool_use`` id that launched
+    it, either possibly unknown. Such lines are kept as source records until subagents become
+    conversations of their own."""
+
+    agent_id: str | None = None
+    tool_use_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Kept:
     """A source line kept verbatim (``SourceRecord``). ``unknown`` marks a record type the parser
-    does not read; it is counted, and does not make an import partial."""
+    does not read; it is counted by ``kind`` (default: the record type), and does not make an
+    import partial. ``subagent`` names the agent a subagent's line belongs to."""
 
     source_key: str
     line: int | None
     raw: str
     record_type: str
     unknown: bool = False
+    at: datetime | None = None
+    kind: str = ""
+    subagent: Subagent | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,7 @@ class ToolUpdate:
     status: str
     info: dict[str, Any]
     line: int | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +101,7 @@ class StatusChange:
 
     status: str
     pending_ask: dict[str, Any] | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,23 @@ class Notice:
     content: dict[str, Any]
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int | None = None
+    at: datetime | None = None
+
+
+#: Ranks of ``Title`` items: a higher rank wins; within a rank, the later one.
+TITLE_FALLBACK = 0  # what a log without a prompt carries: the first answer, the directory
+TITLE_PROMPT = 1  # the first prompt a person typed
+TITLE_SUMMARY = 2  # a summary the tool wrote of this conversation
+TITLE_GENERATED = 3  # a title the tool generated (Claude Code ``ai-title``)
+TITLE_CUSTOM = 4  # a title the person set (Claude Code ``custom-title``, Codex thread name)
+
+
+@dataclass(frozen=True)
+class Title:
+    """A title the log gives for the current conversation (docs/formats.md "Titles")."""
+
+    text: str
+    rank: int
 
 
 @dataclass(frozen=True)
@@ -123,26 +167,89 @@ class Problem:
     excerpt: str = ""
 
 
-Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Rated | Delta | Problem
+Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Title | Rated | Delta | Problem
 
 
 @dataclass(frozen=True)
 class ParseContext:
     """What a parser may know besides the lines: the source's file name parts (empty for stdin),
-    and the ``--conversation-id`` option."""
+    the ``--conversation-id`` option, and ``resume``: the state a parser of the same format gave
+    (``snapshot``) when an earlier import of this file stopped, when the lines fed now are the
+    ones appended since; ``live`` for ``--follow``."""
 
     path_parts: tuple[str, ...] = ()
     conversation_id: str | None = None
+    resume: dict[str, Any] | None = None
+    #: A live stream (``--follow``): a parser gives what it can at once rather than wait for
+    #: lines that may complete it.
+    live: bool = False
 
 
 class Parser(Protocol):
-    """One source being parsed: ``feed`` each line in order, then ``finish`` once."""
+    """One source being parsed: ``feed`` each line in order, then ``finish`` once. A parser that
+    can go on from where it stopped also has ``snapshot() -> dict | None`` (see ``resumable``)."""
 
     def feed(self, line: SourceLine) -> list[Item]:
         """Items produced by this line (possibly none until later lines arrive)."""
 
     def finish(self) -> list[Item]:
         """Items still held back when the source ends."""
+
+
+def resumable(parser: Any) -> dict[str, Any] | None:
+    """``parser.snapshot()`` after ``finish``: JSON-ready state to give the next parser of the same
+    file as ``ParseContext.resume``; None when the parser cannot go on (its file is then read whole
+    again, which imports nothing twice)."""
+    snapshot = getattr(parser, "snapshot", None)
+    return snapshot() if callable(snapshot) else None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """docs/formats.md "Times": an ISO 8601 text (``Z`` or an offset; a time without one is UTC) or
+    a number of seconds, milliseconds or microseconds since the Unix epoch (told apart by size), as
+    an aware ``datetime``; None for anything else or out of range."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, str) and value:
+            parsed = datetime.fromisoformat(value.strip())
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            seconds = float(value)
+            while abs(seconds) >= 1e11:  # milliseconds, microseconds, nanoseconds
+                seconds /= 1000
+            return datetime.fromtimestamp(seconds, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+_WRAPPER = re.compile(
+    r"<(command-message|system-reminder|local-command-caveat|local-command-stdout|"
+    r"local-command-stderr)>.*?</\1>",
+    re.S,
+)
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_TAG = re.compile(r"</?(command-[a-z]+|local-command-[a-z]+|system-reminder|bash-[a-z]+)>")
+
+
+def prompt_title(content: Any, limit: int = 80) -> str:
+    """A title from a prompt a person typed (docs/formats.md "Titles"): its text with the wrappers
+    agent CLIs add removed: ``<command-name>/x</command-name>`` and ``<command-args>`` become
+    ``/x args``, and ``<command-message>``, ``<system-reminder>`` and ``<local-command-*>`` blocks
+    go; at most ``limit`` characters."""
+    text = first_text(content, limit=10_000)
+    name = _COMMAND_NAME.search(text)
+    if name:
+        args = _COMMAND_ARGS.search(text)
+        text = " ".join(
+            p for p in (name.group(1).strip(), args.group(1).strip() if args else "") if p
+        )
+    else:
+        text = _TAG.sub("", _WRAPPER.sub("", text))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def canonical_json(value: Any) -> str:
@@ -203,7 +310,8 @@ def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
         return jsonenc.loads(text), None
     except json.JSONDecodeError as error:
         where = f"line {error.lineno} column {error.colno}" if document else f"column {error.colno}"
-        return None, f"not JSON ({error.msg} at {where})"
+        at = "" if error.msg.endswith(" at") else " at"
+        return None, f"not JSON ({error.msg}{at} {where})"
     except (ValueError, RecursionError) as error:
         return None, f"not JSON ({error})"
 
@@ -292,7 +400,7 @@ class HeldUntilKeyed:
             if isinstance(item, Parsed) and item.line is not None:
                 index, slot = self.message_index(item.line, previous, slot)
                 previous = item.line
-                item = Parsed(with_id(self.key, index, item.message), item.line)
+                item = replace(item, message=with_id(self.key, index, item.message))
             out.append(item)
         self.held.clear()
         return out

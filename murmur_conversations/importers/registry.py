@@ -1,8 +1,11 @@
 """The formats ``import_conversations`` reads, and ``--format auto`` detection (docs/formats.md).
 Pure: no Django.
 
-Detection looks at the first JSON object of a JSON Lines source (a few more lines to tell OpenAI
-from Anthropic), or at the whole document when the source is one JSON document.
+Detection looks at the first lines of a JSON Lines source and takes the format of the first line
+that identifies one: agent logs start with bookkeeping lines often enough (a Claude Code session
+may open with a ``summary``, ``file-history-snapshot`` or ``ai-title`` line), so line 1 alone does
+not decide. Message lists are told apart by their messages (a few lines, OpenAI from Anthropic).
+A source that is one JSON document is read whole.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from murmur_conversations.importers import (
     muse,
     openai,
 )
-from murmur_conversations.importers.records import ParseContext, Parser, SourceLine, parse_json
+from murmur_conversations.importers.records import (
+    ParseContext,
+    Parser,
+    Problem,
+    SourceLine,
+    parse_json,
+    parse_line,
+)
 
 #: Every format name of ``--format``, ``auto`` aside, in the order of docs/formats.md.
 FORMAT_NAMES = ("murmur", "muse", "claude-code", "codex", "openai", "anthropic", "agentfootprint")
@@ -64,23 +74,27 @@ def _document_format(value: Any) -> str | None:
     return None
 
 
-def _agent_log_format(first: dict[str, Any]) -> str | None:
-    """muse journals and Claude Code logs (transcripts and stream-json)."""
-    if muse.sniff(first):
+def identify(value: dict[str, Any]) -> str | None:
+    """The agent-log format a single line plainly belongs to (muse, Claude Code, agentfootprint,
+    Codex), or None when the line alone does not tell."""
+    if muse.sniff(value):
         return muse.NAME
-    if claude_code.sniff(first):
+    if claude_code.identify(value):
         return claude_code.NAME
+    if agentfootprint.sniff(value):
+        return agentfootprint.NAME
+    if codex.sniff(value):
+        return codex.NAME
     return None
 
 
 def _line_format(first: dict[str, Any], sample: list[dict[str, Any]]) -> str | None:
-    agent_log = _agent_log_format(first)
-    if agent_log is not None:
-        return agent_log
-    if agentfootprint.sniff(first):
-        return agentfootprint.NAME
-    if codex.sniff(first):
-        return codex.NAME
+    for value in sample:
+        found = identify(value)
+        if found is not None:
+            return found
+        if isinstance(value.get("role"), str):
+            break  # a message: message lists are told by their messages, below
     messages = [m for m in sample if isinstance(m.get("role"), str)]
     if (
         messages
@@ -94,15 +108,36 @@ def _line_format(first: dict[str, Any], sample: list[dict[str, Any]]) -> str | N
 
 
 def detect_live(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:
-    """Like :func:`detect`, for a live stream (``--follow``): told by the first line that is a JSON
-    object, so nothing waits for more lines than that; None when the stream ends first."""
+    """Like :func:`detect`, for a live stream (``--follow``): told by the first line that
+    identifies a format or is a message, so nothing waits for more lines than that (at most
+    :data:`SNIFF_LINES` JSON objects); None when the stream ends first."""
     head: list[SourceLine] = []
+    sample: list[dict[str, Any]] = []
     for line in lines:
         head.append(line)
         value, reason = parse_json(line.text)
-        if reason is None and isinstance(value, dict):
-            return _line_format(value, [value]), head
-    return None, head
+        if reason is not None or not isinstance(value, dict):
+            continue
+        sample.append(value)
+        if identify(value) is not None or isinstance(value.get("role"), str):
+            return _line_format(sample[0], sample), head
+        if len(sample) >= SNIFF_LINES:
+            break
+    return (_line_format(sample[0], sample) if sample else None), head
+
+
+def undetected_reason(head: list[SourceLine]) -> str:
+    """Why :func:`detect` could not tell the format of a source whose first lines are ``head``:
+    the first line that is not a JSON object, named with its JSON error, else that no line says
+    (docs/formats.md "Detection")."""
+    for line in head[:SNIFF_LINES]:
+        problem = parse_line(line)
+        if isinstance(problem, Problem):
+            return f"cannot tell the format: line {line.number}: {problem.reason}; pass --format"
+    return (
+        f"cannot tell the format: none of the first {min(len(head), SNIFF_LINES)} line(s) is a "
+        "line of a known format; pass --format"
+    )
 
 
 def detect(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:
@@ -129,3 +164,16 @@ def detect(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:
     sample = [v for v, bad in (parse_json(line.text) for line in head[:SNIFF_LINES]) if bad is None]
     objects = [v for v in sample if isinstance(v, dict)]
     return (_line_format(objects[0], objects) if objects else None), head
+
+
+#: Agent-log formats that detection tells apart without doubt.
+DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code"})
+
+
+def contradicts(forced: str, detected: str | None) -> bool:
+    """Whether a forced ``--format`` is plainly wrong for a source: detection names another format
+    and one of the two is an agent log, whose records the other could only keep as unknown (which
+    would import an empty conversation)."""
+    return (
+        detected is not None and detected != forced and bool({forced, detected} & DISTINCT_FORMATS)
+    )

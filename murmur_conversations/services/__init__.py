@@ -13,7 +13,7 @@ changes nothing people see in the conversation; ``revoke_share`` sends ``share_r
 writes nothing of the original. Three are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
-- ``purge_conversations`` deletes each conversation in its own transaction (``delete_conversation``);
+- ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
 - ``recover_interrupted`` recovers each conversation in its own locked transaction.
 
 An error part way through the last two leaves the conversations already done as they are.
@@ -53,8 +53,19 @@ from murmur_conversations.services.feedback import (
     set_feedback,
 )
 from murmur_conversations.services.forking import fork_conversation
+from murmur_conversations.services.importing import (
+    forget_imported_source,
+    remember_imported_source,
+)
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
 from murmur_conversations.services.organising import MAX_TAG_CHARS, MAX_TAGS
+from murmur_conversations.services.retention import (
+    MAX_HOLD_REASON,
+    log_access,
+    log_accesses,
+    place_hold,
+    release_hold,
+)
 from murmur_conversations.services.runs import (
     MAX_ANSWER_CHARS,
     answer_pending_ask,
@@ -72,6 +83,7 @@ __all__ = [
     "ALLOWED_MOVES",
     "MAX_ANSWER_CHARS",
     "MAX_COMMENT_CHARS",
+    "MAX_HOLD_REASON",
     "MAX_SHARE_SECONDS",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
@@ -82,10 +94,16 @@ __all__ = [
     "aclear_feedback",
     "acreate_share",
     "adelete_conversation",
+    "aforget_imported_source",
     "afork_conversation",
+    "alog_access",
+    "alog_accesses",
     "answer_pending_ask",
+    "aplace_hold",
     "apurge_conversations",
     "arecover_interrupted",
+    "arelease_hold",
+    "aremember_imported_source",
     "aresolve_tool_result",
     "arevoke_share",
     "asave_message",
@@ -102,9 +120,15 @@ __all__ = [
     "clear_feedback",
     "create_share",
     "delete_conversation",
+    "forget_imported_source",
     "fork_conversation",
+    "log_access",
+    "log_accesses",
+    "place_hold",
     "purge_conversations",
     "recover_interrupted",
+    "release_hold",
+    "remember_imported_source",
     "resolve_tool_result",
     "revoke_share",
     "save_message",
@@ -138,3 +162,9 @@ arevoke_share = sync_to_async(revoke_share)
 afork_conversation = sync_to_async(fork_conversation)
 aset_feedback = sync_to_async(set_feedback)
 aclear_feedback = sync_to_async(clear_feedback)
+aremember_imported_source = sync_to_async(remember_imported_source)
+aforget_imported_source = sync_to_async(forget_imported_source)
+aplace_hold = sync_to_async(place_hold)
+arelease_hold = sync_to_async(release_hold)
+alog_access = sync_to_async(log_access)
+alog_accesses = sync_to_async(log_accesses)

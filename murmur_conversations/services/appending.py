@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connections, router, transaction
@@ -27,6 +28,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
+from murmur_conversations.redaction import redact
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -42,6 +44,7 @@ from murmur_conversations.validation import (
     check_object,
     check_short_string,
     check_size,
+    check_time,
     clean_json,
     clean_text,
 )
@@ -169,9 +172,12 @@ def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> Non
 
 def _source_record_objects(
     conversation: Conversation, source: str, records: Iterable[dict[str, Any]]
-) -> list[SourceRecord]:
+) -> tuple[list[SourceRecord], dict[str, dict[str, int]]]:
+    """The records as unsaved rows, their raw lines redacted (``redact(source_line=True)``),
+    and the redaction counts per source key."""
     source = check_short_string(source, what="source", max_length=32, allow_empty=False)
     objects: dict[str, SourceRecord] = {}
+    redactions: dict[str, dict[str, int]] = {}
     for record in records:
         if not isinstance(record, dict) or not isinstance(record.get("raw"), str):
             raise InvalidContent(
@@ -184,23 +190,25 @@ def _source_record_objects(
         line = record.get("line_number")
         if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
             raise InvalidContent("source record 'line_number' must be a non-negative integer")
-        objects.setdefault(
-            key,
-            SourceRecord(
-                conversation=conversation,
-                source=source,
-                source_key=key,
-                line_number=line,
-                raw=clean_text(record["raw"]),
-                record_type=check_short_string(
-                    record.get("record_type") or "", what="record_type", max_length=64
-                ),
+        if key in objects:
+            continue
+        raw, redactions[key] = redact(clean_text(record["raw"]), source_line=True)
+        objects[key] = SourceRecord(
+            conversation=conversation,
+            source=source,
+            source_key=key,
+            line_number=line,
+            raw=raw,
+            record_type=check_short_string(
+                record.get("record_type") or "", what="record_type", max_length=64
             ),
         )
-    return list(objects.values())
+    return list(objects.values()), redactions
 
 
-def _insert_source_records(write: Write, objects: list[SourceRecord]) -> int:
+def _insert_source_records(
+    write: Write, objects: list[SourceRecord], redactions: dict[str, dict[str, int]]
+) -> int:
     if not objects:
         return 0
     manager = SourceRecord.objects.using(write.using)
@@ -213,6 +221,8 @@ def _insert_source_records(write: Write, objects: list[SourceRecord]) -> int:
     )
     fresh = [o for o in objects if o.source_key not in existing]
     manager.bulk_create(fresh, batch_size=1000)
+    for record in fresh:
+        write.redactions.update(redactions[record.source_key])
     return len(fresh)
 
 
@@ -222,9 +232,16 @@ def save_messages(
     messages: Iterable[dict[str, Any]],
     source: str | None = None,
     source_records: Iterable[dict[str, Any]] | None = None,
+    times: Sequence[datetime | None] | None = None,
 ) -> list[DisplayMessage]:
     """Append messages to the record and create their display rows: one transaction, one lock, one
     event_seq, bulk inserts (the import path).
+
+    ``times`` (docs/write-path.md "Times"), one per message, timezone-aware or None: when each
+    message happened (an importer replaying a log). A message's record row, display rows and new
+    tool calls are stamped with its time (None: now), a result's call move too, and ``saved_at``
+    becomes the latest of them unless the stored one is later. Positions, seqs and event_seq still
+    come from the locked counters, never from times.
 
     Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``).
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
@@ -240,6 +257,7 @@ def save_messages(
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
             raise InvalidContent(f"message {index}: {error}") from error
+    stamps = _message_times(normalized, times)
     records = list(source_records or ())
     using = router.db_for_write(Conversation)
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
@@ -248,6 +266,7 @@ def save_messages(
             using=using,
             messages=normalized,
             now=timezone.now(),
+            times=[stamps.get(id(m)) for m in normalized],
         )
         if appended is not None:
             if isinstance(conversation, Conversation):
@@ -274,7 +293,8 @@ def save_messages(
         if records:
             if not source:
                 raise InvalidContent("source_records need the 'source' format name")
-            _insert_source_records(write, _source_record_objects(conv, source, records))
+            _insert_source_records(write, *_source_record_objects(conv, source, records))
+        write.times = stamps
         rows = _write_messages(write, _load_batch(write, fresh), fresh) if fresh else []
         if existing:  # the rows of the known messages, which this call returns too
             rows = sorted(
@@ -289,6 +309,22 @@ def save_messages(
     return rows
 
 
+def _message_times(
+    messages: list[NormalizedMessage], times: Sequence[datetime | None] | None
+) -> dict[int, datetime | None]:
+    """``times`` checked (one aware datetime or None per message), keyed by ``id()`` of each
+    normalized message; empty when no times were given."""
+    if times is None:
+        return {}
+    times = list(times)
+    if len(times) != len(messages):
+        raise InvalidContent(f"times has {len(times)} entries for {len(messages)} messages")
+    return {
+        id(message): check_time(when, what=f"times[{index}]")
+        for index, (message, when) in enumerate(zip(messages, times, strict=True))
+    }
+
+
 def _write_messages(
     write: Write, batch: _Batch, fresh: list[NormalizedMessage]
 ) -> list[DisplayMessage]:
@@ -296,6 +332,9 @@ def _write_messages(
     write.take_event()
     record: dict[int, Message] = {}
     for message in fresh:
+        if write.times:
+            write.stamp(write.times.get(id(message)))
+        write.redactions.update(message.redactions)
         conv.record_length += 1
         conv.transcript_count += message.in_transcript
         record[id(message)] = Message(
@@ -359,7 +398,9 @@ def save_source_records(
     with database_errors(), transaction.atomic(using=using):
         locked = lock_conversation(pk, using)
         write = Write(locked, using)
-        return _insert_source_records(write, _source_record_objects(locked, source, records))
+        added = _insert_source_records(write, *_source_record_objects(locked, source, records))
+        write.finish()  # the redaction counts; no event_seq, so nothing else
+        return added
 
 
 def save_synthetic_message(
@@ -369,21 +410,30 @@ def save_synthetic_message(
     content_type: str,
     content: dict[str, Any],
     metadata: dict[str, Any] | None = None,
+    at: datetime | None = None,
 ) -> DisplayMessage:
     """Save a display row that is not in the record: a notice, an error, a todo snapshot
     (sagents ``save_synthetic_message``). ``content`` must have the keys its ``content_type``
-    requires; ``InvalidContent`` otherwise, or for an unknown ``message_type``."""
+    requires; ``InvalidContent`` otherwise, or for an unknown ``message_type``. ``at``: when it
+    happened (docs/write-path.md "Times"; default now)."""
     if message_type not in MessageType.values:
         raise InvalidContent(
             f"unknown message_type {message_type!r}; one of {', '.join(MessageType.values)}"
         )
-    content = clean_json(content)
+    content, found = redact(clean_json(content))
     check_display_content(content_type, content)
     check_size(content, limit=app_settings.max_content_bytes, what="content")
-    metadata = check_object(
-        {} if metadata is None else metadata, what="metadata", limit=app_settings.max_metadata_bytes
+    metadata, found_in_metadata = redact(
+        check_object(
+            {} if metadata is None else metadata,
+            what="metadata",
+            limit=app_settings.max_metadata_bytes,
+        )
     )
-    with writing(conversation) as write:
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
+        write.redactions.update(found)
+        write.redactions.update(found_in_metadata)
         row = write.new_row(
             message_type=message_type,
             content_type=content_type,

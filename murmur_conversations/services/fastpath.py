@@ -37,6 +37,7 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
         and bool(messages)
         and not has_records
         and all(m.injected or (not m.is_tool_result and not m.calls) for m in messages)
+        and not any(m.redactions for m in messages)  # their counts take the general path
         and len({m.message_id for m in messages}) == len(messages)
     )
 
@@ -53,7 +54,7 @@ WITH c AS (
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
     "last_event_seq" = "last_event_seq" + 1,
-    "saved_at" = %(now)s
+    "saved_at" = GREATEST("saved_at", %(saved)s)
   WHERE "id" = %(conversation)s AND NOT EXISTS (
     SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
       AND "message_id" = ANY(%(ids)s::varchar[]))
@@ -62,10 +63,11 @@ WITH c AS (
   INSERT INTO "{msg}" ("conversation_id", "position", "message_id", "role", "content",
                        "tool_call_id", "is_error", "source_id", "extra", "created_at")
   SELECT c."id", c."record_length" - %(n)s + v.i, v.message_id, v.role, v.content::jsonb,
-         '', v.is_error, v.source_id, v.extra::jsonb, %(now)s
+         '', v.is_error, v.source_id, v.extra::jsonb, v.created_at
   FROM c, unnest(%(m_index)s::int[], %(ids)s::varchar[], %(roles)s::varchar[],
                  %(contents)s::text[], %(errors)s::bool[], %(sources)s::varchar[],
-                 %(extras)s::text[]) AS v(i, message_id, role, content, is_error, source_id, extra)
+                 %(extras)s::text[], %(m_times)s::timestamptz[])
+       AS v(i, message_id, role, content, is_error, source_id, extra, created_at)
   RETURNING "id", "position"
 ), d AS (
   INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
@@ -73,10 +75,11 @@ WITH c AS (
                         "event_seq", "created_at", "updated_at")
   SELECT c."id", m."id", c."last_seq" - %(r)s + w.k, w.message_type, w.content_type,
          w.content::jsonb, %(status)s, NULL, w.metadata::jsonb, c."last_event_seq",
-         c."last_event_seq", %(now)s, %(now)s
+         c."last_event_seq", w.created_at, w.created_at
   FROM c, unnest(%(d_index)s::int[], %(d_message)s::int[], %(types)s::varchar[],
-                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[])
-       AS w(k, i, message_type, content_type, content, metadata)
+                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[],
+                 %(d_times)s::timestamptz[])
+       AS w(k, i, message_type, content_type, content, metadata, created_at)
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + w.i
   RETURNING "id", "seq", "message_id"
 )
@@ -87,29 +90,40 @@ FROM c
 
 
 def try_append(
-    *, conversation_pk: Any, using: str, messages: list[NormalizedMessage], now: datetime
+    *,
+    conversation_pk: Any,
+    using: str,
+    messages: list[NormalizedMessage],
+    now: datetime,
+    times: list[datetime | None] | None = None,
 ) -> tuple[Conversation, list[DisplayMessage]] | None:
     """Append ``messages`` in one statement and return the saved conversation and the new display
     rows (by ``seq``); None when this path declines (then nothing was written and the caller takes
     the general path). Sends the same signals as the general path. Raises ``WriteConflict`` or
-    ``InvalidContent`` as the general path does (``writing.database_errors``)."""
-    params, parts_by_message = _parameters(conversation_pk, messages, now)
+    ``InvalidContent`` as the general path does (``writing.database_errors``). ``times`` (one
+    aware datetime or None per message; docs/write-path.md "Times") stamps each message's rows as
+    the general path does; ``saved_at`` becomes the latest of them (None: ``now``), never earlier
+    than the stored one."""
+    stamps = [t or now for t in (times or [None] * len(messages))]
+    params, parts_by_message = _parameters(conversation_pk, messages, now, stamps)
     row = _execute(using, params)
     if row is None:
         return None
-    conversation, rows = _rebuild(row, parts_by_message, now)
+    conversation, rows = _rebuild(row, parts_by_message, stamps)
     announce(conversation, using, conversation.last_event_seq, created=rows)
     return conversation, rows
 
 
 def _parameters(
-    conversation_pk: Any, messages: list[NormalizedMessage], now: datetime
+    conversation_pk: Any, messages: list[NormalizedMessage], now: datetime, stamps: list[datetime]
 ) -> tuple[dict[str, Any], list[list[DisplayPart]]]:
     """The statement's parameters (one array per column, as ``unnest`` reads them), and the
-    display parts of each message in order."""
+    display parts of each message in order; ``stamps`` is each message's time."""
     params: dict[str, Any] = {
         "conversation": conversation_pk,
-        "now": now,
+        "saved": max(stamps) if stamps else now,
+        "m_times": stamps,
+        "d_times": [],
         "n": len(messages),
         "t": sum(m.in_transcript for m in messages),
         "status": ToolStatus.COMPLETED,
@@ -133,6 +147,7 @@ def _parameters(
             params["content_types"].append(part.content_type)
             params["d_contents"].append(jsonenc.dumps(part.content))
             params["metas"].append(jsonenc.dumps(part.metadata))
+            params["d_times"].append(stamps[index - 1])
     params["r"] = len(params["d_index"])
     return params, parts_by_message
 
@@ -157,7 +172,7 @@ def _execute(using: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
 
 
 def _rebuild(
-    row: tuple[Any, ...], parts_by_message: list[list[DisplayPart]], now: datetime
+    row: tuple[Any, ...], parts_by_message: list[list[DisplayPart]], stamps: list[datetime]
 ) -> tuple[Conversation, list[DisplayMessage]]:
     """The saved Conversation and display rows, from the statement's result row (the conversation
     columns, then the display row ids by ``seq`` and the record row ids by position)."""
@@ -170,7 +185,7 @@ def _rebuild(
     event_seq = conversation.last_event_seq
     first_seq = conversation.last_seq - len(display_ids) + 1
     rows: list[DisplayMessage] = []
-    for parts, message_pk in zip(parts_by_message, message_ids, strict=True):
+    for parts, message_pk, stamp in zip(parts_by_message, message_ids, stamps, strict=True):
         for part in parts:
             rows.append(
                 DisplayMessage(
@@ -185,8 +200,8 @@ def _rebuild(
                     metadata=dict(part.metadata),
                     created_event_seq=event_seq,
                     event_seq=event_seq,
-                    created_at=now,
-                    updated_at=now,
+                    created_at=stamp,
+                    updated_at=stamp,
                 )
             )
     return conversation, rows

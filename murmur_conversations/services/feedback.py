@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from murmur_conversations.exceptions import DisplayMessageNotFound, InvalidContent
 from murmur_conversations.models import DisplayMessage, Feedback, Rating
+from murmur_conversations.redaction import redact
 from murmur_conversations.services.writing import ConversationRef, Write, owner_pk, writing
 from murmur_conversations.validation import clean_text
 
@@ -93,7 +94,7 @@ def set_feedback(
     REST id string), replacing the user's earlier feedback on it; returns the Feedback row.
 
     ``rating``: 1 or -1; ``comment``: a string of at most ``MAX_COMMENT_CHARS`` characters (bad text
-    repaired; None is ""). The row must belong to the record (not a notice outside it). The same
+    repaired, secrets redacted; None is ""). The row must belong to the record (not a notice outside it). The same
     rating and comment again change nothing and take no event_seq; a change takes one, moves the
     row's ``event_seq`` and sends ``display_message_updated``. Access is the caller's business (the
     REST route checks the conversation scope). Raises ``InvalidContent``, ``DisplayMessageNotFound``,
@@ -105,28 +106,30 @@ def set_feedback(
         comment = ""
     if not isinstance(comment, str):
         raise InvalidContent(f"comment must be a string, not {type(comment).__name__}")
-    comment = clean_text(comment)
-    if len(comment) > MAX_COMMENT_CHARS:
+    text = clean_text(comment)
+    if len(text) > MAX_COMMENT_CHARS:
         raise InvalidContent(f"comment may hold at most {MAX_COMMENT_CHARS} characters")
+    text, found = redact(text)  # stored like every text (docs/write-path.md "Redaction")
     user_pk = _user_pk(user)
     with writing(conversation) as write:
         row = _locked_row(write, display_message)
         manager = Feedback.objects.using(write.using)
         feedback = manager.filter(display_message=row, user_id=user_pk).first()
-        if feedback is not None and feedback.rating == rating and feedback.comment == comment:
+        if feedback is not None and feedback.rating == rating and feedback.comment == text:
             return feedback
+        write.redactions.update(found)
         if feedback is None:
             feedback = manager.create(
                 conversation=write.conversation,
                 display_message=row,
                 user_id=user_pk,
                 rating=rating,
-                comment=comment,
+                comment=text,
                 created_at=write.now,
                 updated_at=write.now,
             )
         else:
-            feedback.rating, feedback.comment, feedback.updated_at = rating, comment, write.now
+            feedback.rating, feedback.comment, feedback.updated_at = rating, text, write.now
             feedback.save(using=write.using, update_fields=["rating", "comment", "updated_at"])
         _touch(write, row, user_pk, feedback_value(feedback))
     return feedback

@@ -101,7 +101,7 @@ def answer_pending_ask(
         write.using,
         conversation=write.conversation,
         ask=ask,
-        answer=text,
+        answer=message.content,  # as stored: redacted (docs/write-path.md "Redaction")
         rows=rows,
         event_seq=write.event_seq,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from murmur_conversations.conf import app_settings
@@ -18,6 +19,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
+from murmur_conversations.redaction import fit, redact
 from murmur_conversations.services.lifecycle import (
     ALLOWED_MOVES,
     CALL_FIELDS,
@@ -28,6 +30,7 @@ from murmur_conversations.services.writing import ConversationRef, Write, writin
 from murmur_conversations.validation import (
     check_short_string,
     check_size,
+    check_time,
     clean_json,
 )
 
@@ -50,7 +53,11 @@ def _locked_call(write: Write, call_id: str) -> tuple[ToolCall, DisplayMessage |
 
 
 def update_tool_status(
-    *, conversation: ConversationRef, status: str, tool_info: dict[str, Any]
+    *,
+    conversation: ConversationRef,
+    status: str,
+    tool_info: dict[str, Any],
+    at: datetime | None = None,
 ) -> DisplayMessage:
     """Move a tool call along its lifecycle (sagents ``update_tool_status``) and return its card.
 
@@ -59,13 +66,17 @@ def update_tool_status(
     pending->executing; pending|executing|interrupted -> completed|failed|cancelled;
     pending|executing -> interrupted. The same status again is a no-op. Raises ``ToolCallNotFound``
     for an unknown call, ``InvalidToolTransition`` for an unknown status or reason or a disallowed
-    move; nothing changes then.
+    move; nothing changes then. ``at``: when the move happened (docs/write-path.md "Times"; default
+    now), for ``started_at``/``finished_at`` and ``saved_at``.
     """
     if status not in ToolStatus.values:
         raise InvalidToolTransition(f"unknown tool status {status!r}")
     if not isinstance(tool_info, dict) or not isinstance(tool_info.get("call_id"), str):
         raise ToolCallNotFound("tool_info needs a string 'call_id'")
     info = clean_json(tool_info)
+    if info.get("name") is not None:
+        check_short_string(info["name"], what="tool_info 'name'")
+    info, found = redact(info)  # result, error, display text and name: redacted
     reason = info.get("interrupt_reason") or InterruptReason.AWAITING_INPUT
     if reason not in InterruptReason.values:
         raise InvalidToolTransition(f"unknown interrupt_reason {reason!r}")
@@ -77,13 +88,15 @@ def update_tool_status(
             check_size(info[key], limit=app_settings.max_content_bytes, what=f"tool {key}")
     name = info.get("name")
     if name is not None:
-        name = check_short_string(name, what="tool_info 'name'")
-    with writing(conversation) as write:
+        name = fit(name, 255)
+    at = check_time(at, what="at")
+    with writing(conversation, at) as write:
         call, row = _locked_call(write, info["call_id"])
         if call.status == status:
             if row is None:
                 raise ToolCallNotFound(f"tool call {call.call_id!r} has no display row")
             return row
+        write.redactions.update(found)
         if status not in ALLOWED_MOVES[call.status]:
             raise InvalidToolTransition(
                 f"tool call {call.call_id!r} cannot move from {call.status} to {status}"
@@ -116,7 +129,7 @@ def resolve_tool_result(
     ``content["content"]`` of its ``tool_result`` row whose ``is_interrupt`` is true, set that flag
     false (the record is not touched) and complete the call. Returns the result row. Raises
     ``ToolCallNotFound`` when there is no such call or row."""
-    result_content = clean_json(result_content)
+    result_content, found = redact(clean_json(result_content))
     check_size(result_content, limit=app_settings.max_content_bytes, what="result content")
     with writing(conversation) as write:
         call, card = _locked_call(write, tool_call_id)
@@ -137,6 +150,7 @@ def resolve_tool_result(
         if row is None:
             raise ToolCallNotFound(f"tool call {tool_call_id!r} has no interrupted result")
         row.content = {**row.content, "content": result_content, "is_interrupt": False}
+        write.redactions.update(found)
         write.mark_updated(row)
         changed = [row]
         if call.status not in TERMINAL_TOOL_STATUSES:

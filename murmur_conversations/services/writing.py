@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -32,7 +33,7 @@ from django.utils import timezone
 
 from murmur_conversations import signals
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
-from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
+from murmur_conversations.models import Conversation, DisplayMessage, RedactionCount, ToolCall
 
 logger = logging.getLogger("murmur_conversations.signals")
 
@@ -144,12 +145,21 @@ def database_errors() -> Iterator[None]:
 
 
 class Write:
-    """State of one locked service call; see the module docstring."""
+    """State of one locked service call; see the module docstring.
 
-    def __init__(self, conversation: Conversation, using: str) -> None:
+    ``now`` is the time rows are stamped with: the wall clock, or the time the writer gave
+    (``at``; docs/write-path.md "Times"). ``stamp`` switches it per message. ``finish`` sets
+    ``saved_at`` to the latest time stamped, never earlier than the stored one.
+    """
+
+    def __init__(self, conversation: Conversation, using: str, at: datetime | None = None) -> None:
         self.conversation = conversation
         self.using = using
-        self.now: datetime = timezone.now()
+        self.clock: datetime = timezone.now()
+        self.now: datetime = at or self.clock
+        self.latest: datetime | None = None
+        #: Times given per message by ``save_messages`` (keyed by ``id()`` of each message).
+        self.times: dict[int, datetime | None] = {}
         self.event_seq: int | None = None
         self.created: list[DisplayMessage] = []
         self.updated: dict[int, DisplayMessage] = {}
@@ -157,6 +167,8 @@ class Write:
         self.status_changed = False
         self.conversation_updated = False
         self.extra_fields: set[str] = set()
+        #: Secrets replaced in what this call stores, per detector (docs/write-path.md).
+        self.redactions: Counter[str] = Counter()
 
     def take_event(self) -> int:
         """This call's event_seq, taken on first use (one per changing call)."""
@@ -170,6 +182,12 @@ class Write:
         self.conversation.last_seq += 1
         return self.conversation.last_seq
 
+    def stamp(self, at: datetime | None) -> None:
+        """Stamp what follows with ``at`` (None: the call's own time); ``saved_at`` becomes the
+        latest time stamped."""
+        self.now = at or self.clock
+        self.latest = self.now if self.latest is None else max(self.latest, self.now)
+
     def mark_updated(self, row: DisplayMessage) -> None:
         """Record that an existing display row changed in this call (stamped with its event_seq)."""
         row.event_seq = self.take_event()
@@ -177,11 +195,17 @@ class Write:
         self.updated[row.pk] = row
 
     def finish(self) -> None:
-        """Save the counters and queue the signals, if anything changed."""
+        """Save the redaction counts and the counters, and queue the signals, if anything
+        changed."""
+        if self.redactions:
+            save_redaction_counts(self.using, self.conversation.pk, self.redactions)
+            self.redactions = Counter()
         if self.event_seq is None:
             return
         conversation = self.conversation
-        conversation.saved_at = self.now
+        # saved_at never moves backwards: an import replaying an old log keeps a newer time.
+        when = self.now if self.latest is None else self.latest
+        conversation.saved_at = max(conversation.saved_at, when)
         fields = {"record_length", "transcript_count", "last_seq", "last_event_seq", "saved_at"}
         conversation.save(using=self.using, update_fields=sorted(fields | self.extra_fields))
         announce(
@@ -216,6 +240,30 @@ class Write:
             DisplayMessage.objects.using(self.using).bulk_update(rows, ROW_FIELDS, batch_size=500)
 
 
+def save_redaction_counts(using: str, pk: uuid.UUID, counts: dict[str, int]) -> None:
+    """Add ``counts`` (detector -> secrets replaced) to the conversation's ``RedactionCount``
+    rows: one upsert statement, inside the caller's transaction (docs/write-path.md)."""
+    rows = sorted((name, n) for name, n in counts.items() if n > 0)
+    if not rows:
+        return
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    table = quote(RedactionCount._meta.db_table)
+    conversation_id = Conversation._meta.pk.get_db_prep_value(pk, connection)
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    params: list[Any] = []
+    for name, n in rows:
+        params += [conversation_id, name, n]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({quote('conversation_id')}, {quote('detector')}, "
+            f"{quote('count')}) VALUES {values} ON CONFLICT ({quote('conversation_id')}, "
+            f"{quote('detector')}) DO UPDATE SET {quote('count')} = "
+            f"{table}.{quote('count')} + EXCLUDED.{quote('count')}",
+            params,
+        )
+
+
 def lock_conversation(pk: uuid.UUID, using: str) -> Conversation:
     """Lock and return the conversation row inside the current transaction.
 
@@ -240,8 +288,9 @@ def copy_state(target: Conversation, source: Conversation) -> None:
 
 
 @contextmanager
-def writing(conversation: ConversationRef) -> Iterator[Write]:
-    """Run a service body atomically on the locked conversation; see :class:`Write`.
+def writing(conversation: ConversationRef, at: datetime | None = None) -> Iterator[Write]:
+    """Run a service body atomically on the locked conversation; see :class:`Write`. ``at`` is
+    the time of the change when the writer gives one (docs/write-path.md "Times").
 
     Raises ``ConversationNotFound``, ``WriteConflict`` (retryable), or whatever the body raises;
     in every error case nothing was written. A Conversation instance passed in is refreshed with the
@@ -250,7 +299,7 @@ def writing(conversation: ConversationRef) -> Iterator[Write]:
     pk = conversation_pk(conversation)
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
-        write = Write(lock_conversation(pk, using), using)
+        write = Write(lock_conversation(pk, using), using, at)
         yield write
         write.finish()
     if isinstance(conversation, Conversation) and conversation is not write.conversation:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
@@ -18,15 +19,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from murmur_conversations.importers import registry
-from murmur_conversations.importers.base import Outcome, run_import
-from murmur_conversations.importers.reading import (
-    NotUTF8,
-    check_utf8,
-    follow_lines,
-    iter_lines,
-    spool,
-)
+from murmur_conversations.importers.base import Outcome, interrupt_open_calls, run_import
+from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
+from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
 from murmur_conversations.realtime import layer_is_process_local
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
@@ -42,18 +38,59 @@ LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
 STDIN: Final = "-"
 
 
-def _progress(lines: Iterator[SourceLine], total: int | None, name: str) -> Iterator[SourceLine]:
-    """``lines``, with a tqdm bar on stderr when stderr is a terminal or the source is long."""
-    show = sys.stderr.isatty() or (total or 0) >= LONG_IMPORT_BYTES
-    if not show:
-        yield from lines
-        return
-    from tqdm import tqdm
+#: Rows of the end table before it is summed up per status.
+TABLE_ROWS: Final = 20
+#: Seconds ``--follow`` on folders waits between two passes.
+FOLDER_POLL_SECONDS: Final = 1.0
+STATUSES: Final = ("imported", "appended", "reread", "unchanged", "skipped", "empty", "refused")
 
-    with tqdm(total=total, unit="B", unit_scale=True, desc=name, file=sys.stderr) as bar:
-        for line in lines:
-            bar.update(len(line.text.encode("utf-8", "surrogatepass")) + 1)
-            yield line
+
+def _size(source: Source) -> int:
+    if source.path == STDIN or source.skip:
+        return 0
+    try:
+        return os.path.getsize(source.path)
+    except OSError:
+        return 0
+
+
+class _Progress:
+    """A tqdm bar on stderr over the bytes of every source (files done, lines, MB/s), shown when
+    stderr is a terminal or the sources are long; silent otherwise."""
+
+    def __init__(self, total: int, files: int) -> None:
+        self.total = total
+        self.files = files
+        self.done = 0
+        self.lines = 0
+        self.bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty() or self.total >= LONG_IMPORT_BYTES:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.total, unit="B", unit_scale=True, file=sys.stderr, desc="import"
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def file(self, name: str) -> None:
+        """A new source starts."""
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"file {self.done}/{self.files}, {self.lines} lines")
+
+    def line(self, size: int) -> None:
+        """A line of ``size`` bytes was read."""
+        self.lines += 1
+        if self.bar is not None:
+            self.bar.update(size)
+            if not self.lines % 1000:
+                self.bar.set_postfix_str(f"file {self.done}/{self.files}, {self.lines} lines")
 
 
 class Command(BaseCommand):
@@ -83,17 +120,37 @@ class Command(BaseCommand):
             "for appends until interrupted",
         )
         parser.add_argument("--dry-run", action="store_true", help="read and check; write nothing")
+        parser.add_argument(
+            "--reread",
+            action="store_true",
+            help="read every file whole, not only what was appended since the last import",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         fmt = options["format"]
         paths: list[str] = options["paths"]
         self._check_format(fmt)
         owner = self._owner(options["owner"])
-        if options["follow"] and len(paths) != 1:
-            raise CommandError("--follow takes exactly one source", returncode=2)
         self._check_paths(paths)
+        self.reread = bool(options.get("reread"))
         stdin = options.get("stdin") or sys.stdin.buffer
+        folders = [p for p in paths if p != STDIN and Path(p).is_dir()]
         if options["follow"]:
+            if folders:
+                self._follow_folders(
+                    paths,
+                    stdin=stdin,
+                    fmt=fmt,
+                    owner=owner,
+                    conversation_id=options["conversation_id"],
+                    dry_run=options["dry_run"],
+                    wait=options.get("follow_wait") or wait_for_folder,
+                )
+                return
+            if len(paths) != 1:
+                raise CommandError(
+                    "--follow takes exactly one source (a file or stdin) or folders", returncode=2
+                )
             self._follow(
                 paths[0],
                 stdin=stdin,
@@ -104,30 +161,100 @@ class Command(BaseCommand):
                 wait=options.get("follow_wait") or wait_for_append,
             )
             return
-        outcomes: list[Outcome] = []
-        refused_sources = 0
-        for path in paths:
-            outcome = self._import_one(
-                path,
-                stdin=stdin,
-                fmt=fmt,
-                owner=owner,
-                conversation_id=options["conversation_id"],
-                dry_run=options["dry_run"],
-            )
-            if outcome is None:
-                refused_sources += 1
-            else:
-                outcomes.append(outcome)
-        if not any(o.usable for o in outcomes):
+        sources = expand(paths)
+        results = self._import_all(
+            sources,
+            stdin=stdin,
+            importer=self._importer(owner, fmt, options["conversation_id"], options["dry_run"]),
+            dry_run=options["dry_run"],
+            table=bool(folders) or len(sources) > 1,
+        )
+        self._exit(results)
+
+    def _importer(
+        self, owner: Any, fmt: str, conversation_id: str | None, dry_run: bool, final: bool = True
+    ) -> Importer:
+        return Importer(
+            owner=owner,
+            fmt=fmt,
+            conversation_id=conversation_id,
+            dry_run=dry_run,
+            report=self._report,
+            incremental=not self.reread,
+            final=final,
+        )
+
+    def _import_all(
+        self,
+        sources: list[Source],
+        *,
+        stdin: IO[bytes],
+        importer: Importer,
+        dry_run: bool,
+        table: bool,
+    ) -> list[FileResult]:
+        """Import every source with one progress bar (files, lines, MB/s; docs/formats.md "Whole
+        folders"), then print the table of what happened."""
+        importer.prefetch(sources)
+        started = time.monotonic()
+        total = sum(_size(s) for s in sources)
+        results: list[FileResult] = []
+        with _Progress(total, len(sources)) as progress:
+            importer.on_line = progress.line
+            for source in sources:
+                progress.file(source.name)
+                result = importer.run(source, stdin)
+                results.append(result)
+                if len(sources) <= TABLE_ROWS:
+                    self._result_line(result, dry_run, table)
+        if table:
+            self._table(results, time.monotonic() - started, progress.lines, total)
+        return results
+
+    def _exit(self, results: list[FileResult]) -> None:
+        if not any(r.ok for r in results):
             raise CommandError("no source had a usable line; nothing was imported", returncode=2)
-        problems = sum(o.problems for o in outcomes)
-        if problems or refused_sources:
+        problems = sum(len(r.problems) for r in results if r.status != "refused")
+        refused = sum(r.status == "refused" for r in results)
+        if problems or refused:
             raise CommandError(
-                f"{problems} line(s) and {refused_sources} source(s) refused; see the messages "
+                f"{problems} line(s) and {refused} source(s) refused; see the messages "
                 "above. Every other line was imported.",
                 returncode=1,
             )
+
+    def _table(self, results: list[FileResult], seconds: float, lines: int, size: int) -> None:
+        """The end table (docs/formats.md "Whole folders"): totals and counts per status, then
+        one row per file, or, past ``TABLE_ROWS`` files, the refused ones and those with refused
+        lines only."""
+        rate = size / seconds / 1e6 if seconds > 0 else 0.0
+        counts = Counter(r.status for r in results)
+        per_status = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+        self.stdout.write(
+            f"{len(results)} file(s), {lines} line(s), {size / 1e6:.1f} MB in {seconds:.1f} s "
+            f"({rate:.1f} MB/s): {per_status}"
+        )
+        many = len(results) > TABLE_ROWS
+        troubled = [r for r in results if r.status == "refused" or r.problems]
+        rows = troubled[:TABLE_ROWS] if many else results
+        if many:
+            for status in STATUSES:
+                if counts[status]:
+                    self.stdout.write(f"  {status:<10} {counts[status]:>6} file(s)")
+            if rows:
+                self.stdout.write("  refused or with refused lines:")
+        if rows:
+            self.stdout.write(f"  {'status':<10} {'format':<12} {'added':>6}  file")
+        for r in rows:
+            added = str(r.outcome.messages_added) if r.outcome is not None else "-"
+            detail = f": {r.reason}" if r.reason else ""
+            if r.outcome is not None and r.outcome.problems:
+                detail += f" ({r.outcome.problems} line(s) refused)"
+            self.stdout.write(
+                f"  {r.status:<10} {r.format or '-':<12} {added:>6}  {r.name}{detail}"
+            )
+        if many and len(troubled) > len(rows):
+            self.stdout.write(f"  ... and {len(troubled) - len(rows)} more")
 
     # ------------------------------------------------------------------ arguments
 
@@ -152,8 +279,8 @@ class Command(BaseCommand):
         if paths.count(STDIN) > 1:
             raise CommandError("stdin (-) can be read only once", returncode=2)
         for path in paths:
-            if path != STDIN and not Path(path).is_file():
-                raise CommandError(f"{path}: no such file", returncode=2)
+            if path != STDIN and not Path(path).is_file() and not Path(path).is_dir():
+                raise CommandError(f"{path}: no such file or folder", returncode=2)
 
     # ------------------------------------------------------------------ one source
 
@@ -162,51 +289,6 @@ class Command(BaseCommand):
         tail = f": {problem.excerpt}" if problem.excerpt else ""
         self.stderr.write(f"{where}: {problem.reason}{tail}")
 
-    def _import_one(
-        self,
-        path: str,
-        *,
-        stdin: IO[bytes],
-        fmt: str,
-        owner: Any,
-        conversation_id: str | None,
-        dry_run: bool,
-    ) -> Outcome | None:
-        """Import one source; None when it is refused whole (reported)."""
-        name = "<stdin>" if path == STDIN else path
-        with contextlib.ExitStack() as stack:
-            if path == STDIN:
-                stream = stack.enter_context(spool(stdin))
-                parts: tuple[str, ...] = ()
-            else:
-                stream = stack.enter_context(open(path, "rb"))
-                parts = Path(os.path.abspath(path)).parts
-            try:
-                check_utf8(stream)
-            except NotUTF8 as error:
-                self._report(name, Problem(None, f"refused whole: {error}"))
-                return None
-            total = stream.tell()
-            stream.seek(0)
-            lines = _progress(iter_lines(stream), total, name)
-            told = self._format(name, fmt, lines, registry.detect)
-            if told is None:
-                return None
-            source, lines = told
-            parser = registry.make_parser(
-                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
-            )
-            outcome = run_import(
-                lines=lines,
-                parser=parser,
-                source=source,
-                owner=owner,
-                dry_run=dry_run,
-                report=lambda problem: self._report(name, problem),
-            )
-        self._summary(name, source, outcome, dry_run)
-        return outcome
-
     def _format(
         self,
         name: str,
@@ -214,14 +296,15 @@ class Command(BaseCommand):
         lines: Iterator[SourceLine],
         detect: Callable[[Iterator[SourceLine]], tuple[str | None, list[SourceLine]]],
     ) -> tuple[str, Iterator[SourceLine]] | None:
-        """The format to parse ``lines`` with and the lines to give its parser (the ones read to
-        tell the format come first again); None, reported, when the source is refused whole: auto
-        cannot tell the format, or a forced ``--format`` is plainly wrong (:func:`_contradicts`).
-        ``detect`` is ``registry.detect`` for a file, ``registry.detect_live`` for ``--follow``."""
+        """The format to parse a live source's ``lines`` with (``--follow``) and the lines to give
+        its parser (the ones read to tell the format come first again); None, reported, when the
+        source is refused whole: auto cannot tell the format (the reason names the line), or a
+        forced ``--format`` is plainly wrong (``registry.contradicts``). Files and folders are
+        told the same way by ``importers.sources``."""
         detected, head = detect(lines)
         lines = _chain(head, lines)
         if fmt != "auto":
-            if _contradicts(fmt, detected):
+            if registry.contradicts(fmt, detected):
                 self._report(
                     name,
                     Problem(
@@ -234,7 +317,7 @@ class Command(BaseCommand):
             return fmt, lines
         if detected is None:
             if head:
-                self._report(name, Problem(None, "cannot tell the format; pass --format"))
+                self._report(name, Problem(None, registry.undetected_reason(head)))
                 return None
             detected = "murmur"  # an empty source: nothing to tell, nothing to import
         return detected, lines
@@ -281,7 +364,8 @@ class Command(BaseCommand):
                 raise CommandError("the source was refused", returncode=2)
             source, lines = told
             parser = registry.make_parser(
-                source, ParseContext(path_parts=parts, conversation_id=conversation_id)
+                source,
+                ParseContext(path_parts=parts, conversation_id=conversation_id, live=True),
             )
             try:
                 outcome = run_import(
@@ -309,7 +393,85 @@ class Command(BaseCommand):
                 returncode=1,
             )
 
-    def _summary(self, name: str, source: str, outcome: Outcome, dry_run: bool) -> None:
+    def _follow_folders(
+        self,
+        paths: list[str],
+        *,
+        stdin: IO[bytes],
+        fmt: str,
+        owner: Any,
+        conversation_id: str | None,
+        dry_run: bool,
+        wait: Callable[[], None],
+    ) -> None:
+        """``--follow`` on folders (docs/formats.md "Whole folders"): import every file as a re-run
+        does, then again after each wait, so files that grow are read on from where they ended and
+        new files are picked up as they appear. Calls stay open between passes; Ctrl-C during a
+        wait interrupts the calls still open (``log_ended``) and prints the table."""
+        if STDIN in paths:
+            raise CommandError("--follow on folders cannot also read stdin", returncode=2)
+        if not dry_run and layer_is_process_local():
+            self.stderr.write(PROCESS_LOCAL_NOTE)
+        importer = self._importer(owner, fmt, conversation_id, dry_run, final=False)
+        latest: dict[str, FileResult] = {}
+        started = time.monotonic()
+
+        def one_pass() -> None:
+            sources = expand(paths)
+            for result in self._import_all(
+                sources, stdin=stdin, importer=importer, dry_run=dry_run, table=False
+            ):
+                if result.status != "unchanged" or result.name not in latest:
+                    latest[result.name] = result
+            importer.incremental = not dry_run  # --reread reads whole once, then goes on
+
+        try:
+            one_pass()
+            while True:
+                try:
+                    wait()
+                except KeyboardInterrupt:
+                    break
+                one_pass()
+        except KeyboardInterrupt:
+            raise CommandError(
+                "interrupted while writing; every line before it was saved; run the same "
+                "command again to resume",
+                returncode=1,
+            ) from None
+        results = list(latest.values())
+        touched = {c for r in results if r.outcome is not None for c in r.outcome.conversations}
+        interrupted = 0 if dry_run else interrupt_open_calls(touched)
+        self._table(results, time.monotonic() - started, sum(r.lines for r in results), 0)
+        if interrupted:
+            self.stdout.write(
+                f"{interrupted} call(s) still open when the follow ended: interrupted"
+            )
+        self._exit(results)
+
+    def _result_line(self, result: FileResult, dry_run: bool, table: bool) -> None:
+        """One line per source: its summary, or why nothing was read."""
+        if result.outcome is not None:
+            how = {
+                "appended": f"; {result.lines} line(s) appended since the last import",
+                "reread": "; changed since the last import, read whole again",
+            }.get(result.status, "")
+            self._summary(result.name, result.format, result.outcome, dry_run, how)
+        elif table:
+            return  # the end table says it
+        elif result.status == "unchanged":
+            self.stdout.write(
+                f"{result.name} ({result.format}): unchanged since the last import; skipped "
+                "(--reread reads it again)"
+            )
+        elif result.status == "skipped":
+            self.stdout.write(f"{result.name}: skipped: {result.reason}")
+        elif result.status == "empty":
+            self.stdout.write(f"{result.name}: empty; nothing to import")
+
+    def _summary(
+        self, name: str, source: str, outcome: Outcome, dry_run: bool, how: str = ""
+    ) -> None:
         if dry_run:
             text = (
                 f"{name} ({source}, dry run): {outcome.messages_seen} message(s) readable, "
@@ -319,29 +481,40 @@ class Command(BaseCommand):
             text = (
                 f"{name} ({source}): {len(outcome.conversations)} conversation(s), "
                 f"{outcome.messages_added} message(s) added of {outcome.messages_seen} read, "
-                f"{outcome.unknown} unknown record(s) kept, {outcome.interrupted} open call(s) "
-                f"interrupted, {outcome.problems} refused"
+                f"{outcome.unknown} unknown record(s) kept, "
+                f"{outcome.interrupted} open call(s) interrupted, {outcome.problems} refused"
             )
-        self.stdout.write(text)
+        if outcome.unknown_kinds:
+            text += "; unknown kinds:" + _kinds(outcome)
+        if outcome.replayed:
+            text += f", {outcome.replayed} replayed result(s) dropped"
+        if outcome.bookkeeping_only:
+            text += (
+                f", {outcome.bookkeeping_only} bookkeeping line(s) of a conversation without "
+                "messages not kept"
+            )
+        if outcome.subagent_lines:
+            text += (
+                f", {outcome.subagent_lines} subagent line(s) kept as source records (subagents "
+                "become conversations of their own in a later version)"
+            )
+        self.stdout.write(text + how)
 
 
-#: Agent-log formats that detection tells apart without doubt.
-_DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code"})
-
-
-def _contradicts(forced: str, detected: str | None) -> bool:
-    """Whether a forced ``--format`` is plainly wrong for the source: detection names another
-    format and one of the two is an agent log, whose records the other could only keep as unknown
-    (which would import an empty conversation)."""
-    return (
-        detected is not None and detected != forced and bool({forced, detected} & _DISTINCT_FORMATS)
-    )
+def wait_for_folder() -> None:
+    """The default wait of ``--follow`` on folders between two passes."""
+    time.sleep(FOLDER_POLL_SECONDS)
 
 
 def wait_for_append() -> None:
     """The default ``--follow`` wait at the end of a file: a short sleep before reading again.
     Tests pass their own through the ``follow_wait`` option."""
     time.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _kinds(outcome: Outcome) -> str:
+    """`` kind xn, ...`` of the unknown records, most frequent first."""
+    return " " + ", ".join(f"{k} x{n}" for k, n in outcome.unknown_kinds.most_common())
 
 
 def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:

@@ -8,16 +8,20 @@ import re
 import threading
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
-from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from project.demo import views
-from tests.helpers import assert_counters_match_rows
+from project.settings import CSP_DIRECTIVES
+from tests.helpers import MakeConversation, MakeUser, Response, assert_counters_match_rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The runs play in a thread of their own, on its own connection: those tests commit for real.
+pytestmark = pytest.mark.django_db
 
 TIMEOUT = 30  # seconds a demo run may take with no delay
 
@@ -31,17 +35,17 @@ def join_demo_runs() -> None:
 
 
 @pytest.fixture
-def no_delay(monkeypatch):
+def no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", "0")
 
 
-def test_page_needs_login(client):
+def test_page_needs_login(client: Client) -> None:
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/"
 
 
-def test_login_page_and_sign_in(client, user):
+def test_login_page_and_sign_in(client: Client, user: User) -> None:
     page = client.get("/accounts/login/")
     assert page.status_code == 200
     assert b'name="username"' in page.content
@@ -54,7 +58,9 @@ def test_login_page_and_sign_in(client, user):
     assert good["Location"] == "/"
 
 
-def test_page_shell_loads_the_script_and_no_data(client, user, make_conversation):
+def test_page_shell_loads_the_script_and_no_data(
+    client: Client, user: User, make_conversation: MakeConversation
+) -> None:
     make_conversation(title="<b>not rendered by the server</b>")
     client.force_login(user)
     response = client.get("/")
@@ -68,23 +74,27 @@ def test_page_shell_loads_the_script_and_no_data(client, user, make_conversation
     assert client.post("/").status_code == 405
 
 
-def test_static_files_are_found(client, user):
+def test_static_files_are_found(client: Client, user: User) -> None:
     from django.contrib.staticfiles import finders
 
-    assert finders.find("demo/demo.js")
-    assert finders.find("demo/demo.css")
-    script = Path(finders.find("demo/demo.js")).read_text(encoding="utf-8")
+    script_path, style_path = finders.find("demo/demo.js"), finders.find("demo/demo.css")
+    assert script_path
+    assert style_path
+    script = Path(script_path).read_text(encoding="utf-8")
     assert "innerHTML" not in script  # model text goes in through textContent only
 
 
-def test_run_agent_needs_login_and_post(client, user):
+def test_run_agent_needs_login_and_post(client: Client, user: User) -> None:
     assert client.post("/demo/run-agent/")["Location"].startswith("/accounts/login/")
     client.force_login(user)
     assert client.get("/demo/run-agent/").status_code == 405
     assert Conversation.objects.count() == 0
 
 
-def test_run_agent_plays_into_a_new_conversation(client, user, make_user, no_delay):
+@pytest.mark.django_db(transaction=True)
+def test_run_agent_plays_into_a_new_conversation(
+    client: Client, user: User, make_user: MakeUser, no_delay: None
+) -> None:
     client.force_login(user)
     response = client.post("/demo/run-agent/", HTTP_ACCEPT="application/json")
     assert response.status_code == 202
@@ -101,7 +111,10 @@ def test_run_agent_plays_into_a_new_conversation(client, user, make_user, no_del
     assert not Conversation.objects.filter(owner=make_user()).exists()
 
 
-def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
+@pytest.mark.django_db(transaction=True)
+def test_run_agent_without_script_redirects_to_the_page(
+    client: Client, user: User, no_delay: None
+) -> None:
     client.force_login(user)
     response = client.post("/demo/run-agent/")
     join_demo_runs()
@@ -110,7 +123,9 @@ def test_run_agent_without_script_redirects_to_the_page(client, user, no_delay):
     assert response["Location"] == f"/#{conversation.pk}"
 
 
-def test_run_agent_refuses_when_busy(client, user, monkeypatch):
+def test_run_agent_refuses_when_busy(
+    client: Client, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(views, "run_slots", threading.BoundedSemaphore(1))
     assert views.run_slots.acquire(blocking=False)
     client.force_login(user)
@@ -121,8 +136,11 @@ def test_run_agent_refuses_when_busy(client, user, monkeypatch):
     assert Conversation.objects.count() == 0
 
 
-def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeypatch, caplog):
-    def boom(**kwargs):
+@pytest.mark.django_db(transaction=True)
+def test_run_agent_failure_is_logged_and_releases_the_slot(
+    client: Client, user: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def boom(**kwargs: object) -> NoReturn:
         raise RuntimeError("agent exploded")
 
     monkeypatch.setattr(views, "run_demo_agent", boom)
@@ -135,7 +153,9 @@ def test_run_agent_failure_is_logged_and_releases_the_slot(client, user, monkeyp
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("-1", 0.0), ("soon", 0.15)])
-def test_agent_delay_from_the_environment(monkeypatch, raw, expected):
+def test_agent_delay_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: float
+) -> None:
     monkeypatch.setenv("MURMUR_DEMO_AGENT_DELAY", raw)
     assert views.agent_delay() == expected
 
@@ -188,12 +208,12 @@ def inline_code(html: str) -> list[str]:
         ('<a href=" JavaScript:go()">', ["<a href=javascript:...>"]),
     ],
 )
-def test_the_inline_code_finder(html, found):
+def test_the_inline_code_finder(html: str, found: list[str]) -> None:
     assert inline_code(html) == found
 
 
-def policy(response) -> dict[str, list[str]]:
-    header = response["Content-Security-Policy"]
+def policy(response: Response) -> dict[str, list[str]]:
+    header = response.headers["Content-Security-Policy"]
     return {
         directive.split()[0]: directive.split()[1:]
         for directive in (part.strip() for part in header.split(";"))
@@ -201,7 +221,9 @@ def policy(response) -> dict[str, list[str]]:
     }
 
 
-def test_pages_send_the_policy_and_carry_no_inline_code(client, user, make_conversation):
+def test_pages_send_the_policy_and_carry_no_inline_code(
+    client: Client, user: User, make_conversation: MakeConversation
+) -> None:
     conversation = make_conversation(title="Policy check")
     services.save_message(conversation=conversation, message={"role": "user", "content": "hi"})
     user.is_staff = user.is_superuser = True
@@ -226,30 +248,34 @@ def test_pages_send_the_policy_and_carry_no_inline_code(client, user, make_conve
     for url in [*pages, *admin_pages]:
         response = client.get(url, follow=True)
         assert response.status_code == 200, url
-        assert policy(response) == settings.CSP_DIRECTIVES, url
+        assert policy(response) == CSP_DIRECTIVES, url
         assert inline_code(response.content.decode()) == [], url
-    for sources in settings.CSP_DIRECTIVES.values():
+    for sources in CSP_DIRECTIVES.values():
         assert not {"'unsafe-inline'", "'unsafe-eval'", "*"} & set(sources)
 
 
-def test_the_api_answers_with_the_policy_too(client, user, conversation):
+def test_the_api_answers_with_the_policy_too(
+    client: Client, user: User, conversation: Conversation
+) -> None:
     client.force_login(user)
     response = client.get(f"/api/conversations/{conversation.pk}/")
     assert response.status_code == 200
     assert policy(response)["default-src"] == ["'self'"]
 
 
-def test_the_script_builds_no_code_or_styles_from_strings():
+def test_the_script_builds_no_code_or_styles_from_strings() -> None:
     from django.contrib.staticfiles import finders
 
-    script = Path(finders.find("demo/demo.js")).read_text(encoding="utf-8")
+    found = finders.find("demo/demo.js")
+    assert found
+    script = Path(found).read_text(encoding="utf-8")
     for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(", "new Function"):
         assert forbidden not in script
     # Styles come from demo.css through class names; a style attribute would meet style-src.
     assert not re.search(r"\.style\b|setAttribute\(\s*[\"']style", script)
 
 
-def test_favicon_redirects_to_the_demo_icon(client):
+def test_favicon_redirects_to_the_demo_icon(client: Client) -> None:
     response = client.get("/favicon.ico")
     assert response.status_code == 301
     assert response["Location"] == "/static/demo/favicon.svg"

@@ -5,16 +5,17 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 from tests.helpers import assert_counters_match_rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
-def test_demo_setup_is_idempotent(django_user_model):
+def test_demo_setup_is_idempotent(django_user_model: type[User]) -> None:
     out = io.StringIO()
     call_command("demo_setup", stdout=out)
     assert "username 'demo', password 'demo'" in out.getvalue()
@@ -27,7 +28,7 @@ def test_demo_setup_is_idempotent(django_user_model):
     assert user.is_staff
 
 
-def test_demo_agent_shows_every_kind_of_row(django_user_model):
+def test_demo_agent_shows_every_kind_of_row(django_user_model: type[User]) -> None:
     call_command("demo_setup", stdout=io.StringIO())
     out = io.StringIO()
     call_command("demo_agent", "--delay", "0", stdout=out)
@@ -43,6 +44,7 @@ def test_demo_agent_shows_every_kind_of_row(django_user_model):
     )
     assert statuses == ["completed", "completed", "failed"]
     assert conversation.status == "paused"
+    assert conversation.pending_ask is not None
     assert conversation.pending_ask["question"].startswith("Pin image-tools")
     assert_counters_match_rows(conversation)
 
@@ -50,7 +52,7 @@ def test_demo_agent_shows_every_kind_of_row(django_user_model):
 @pytest.mark.parametrize(
     "args", [["--owner", "nobody"], ["--delay", "-1"], ["--conversation", "x"]]
 )
-def test_demo_agent_bad_arguments(args):
+def test_demo_agent_bad_arguments(args: list[str]) -> None:
     call_command("demo_setup", stdout=io.StringIO())
     with pytest.raises(CommandError) as info:
         call_command("demo_agent", *args)

@@ -17,13 +17,17 @@ import base64
 import io
 import os
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connections
+from playwright.sync_api import Browser, BrowserContext, Page, Route
+from pytest_django import Settings
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation, DisplayMessage
@@ -32,7 +36,7 @@ from tests.servers import child_environment, uvicorn_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 TIMEOUT = 20  # seconds: the bound of every wait (server start, frames, page changes)
 CHROMIUM_ARGS = [
@@ -48,7 +52,7 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-def server_env(settings):
+def server_env(settings: Settings) -> Iterator[dict[str, str]]:
     """Environment of the server process: the test database, and on Redis a private prefix that
     this process's channel layer shares, so writes made here reach the server's sockets live."""
     yield child_environment(
@@ -61,7 +65,7 @@ def server_env(settings):
 
 
 @pytest.fixture
-def server(server_env, tmp_path):
+def server(server_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """``http://127.0.0.1:<port>`` of a uvicorn process serving the demo (see ``tests.servers``)."""
     with uvicorn_server(
         server_env, tmp_path / "server.log", scheme="http", timeout=TIMEOUT
@@ -70,7 +74,7 @@ def server(server_env, tmp_path):
 
 
 @pytest.fixture
-def browser(monkeypatch):
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
     """Debian's Chromium through Playwright (never a downloaded browser). Playwright's sync API
     keeps an event loop in this thread, so Django is told that its ORM calls here are safe."""
     from playwright.sync_api import expect, sync_playwright
@@ -99,7 +103,7 @@ def close_connections() -> None:
 
 
 @pytest.fixture
-def demo_user(django_user_model):
+def demo_user(django_user_model: type[User]) -> User:
     """The demo login and conversations of ``demo_setup``; the password hashed with a hasher the
     server's settings know (the test settings use a fast one the server does not)."""
     call_command("demo_setup", stdout=io.StringIO())
@@ -125,14 +129,14 @@ class Problems:
     """What went wrong in the pages of one browser context: console errors (Chromium also logs
     every CSP violation there), uncaught exceptions and the CSP violations the probe saw."""
 
-    def __init__(self, context):
+    def __init__(self, context: BrowserContext) -> None:
         context.set_default_timeout(TIMEOUT * 1000)
         self.seen: list[str] = []
-        self.pages: list = []
+        self.pages: list[Page] = []
         context.add_init_script(CSP_PROBE)
         context.on("page", self.watch)
 
-    def watch(self, page) -> None:
+    def watch(self, page: Page) -> None:
         self.pages.append(page)
         page.on(
             "console",
@@ -161,16 +165,26 @@ class Problems:
         assert [p for p in self.seen if not any(e in p for e in expected)] == []
 
 
+class WatchedContext:
+    """A browser context and the problems of its pages (``problems``)."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+        self.problems = Problems(context)
+
+    def new_page(self) -> Page:
+        return self.context.new_page()
+
+
 @pytest.fixture
-def context(browser):
-    """A desktop browser context whose problems are asserted away at the end of the test."""
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    context.problems = Problems(context)
-    yield context
-    context.close()
+def context(browser: Browser) -> Iterator[WatchedContext]:
+    """A desktop browser context whose problems the test asserts away at its end."""
+    watched = WatchedContext(browser.new_context(viewport={"width": 1280, "height": 860}))
+    yield watched
+    watched.context.close()
 
 
-def log_in(page, base: str) -> None:
+def log_in(page: Page, base: str) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"{base}/")
@@ -181,7 +195,7 @@ def log_in(page, base: str) -> None:
     expect(page.locator("#conversations button.conversation").first).to_be_visible()
 
 
-def open_conversation(page, title: str) -> None:
+def open_conversation(page: Page, title: str) -> None:
     from playwright.sync_api import expect
 
     page.locator("#conversations button.conversation", has_text=title).first.click()
@@ -189,20 +203,25 @@ def open_conversation(page, title: str) -> None:
     expect(page.locator("#connection")).to_have_attribute("data-state", "live")
 
 
-def shown_ids(page) -> list[str]:
-    return page.locator("#cards li.card").evaluate_all("(cards) => cards.map((c) => c.dataset.id)")
+def shown_ids(page: Page) -> list[str]:
+    ids: list[str] = page.locator("#cards li.card").evaluate_all(
+        "(cards) => cards.map((c) => c.dataset.id)"
+    )
+    return ids
 
 
-def stored_ids(conversation) -> list[str]:
+def stored_ids(conversation: Conversation) -> list[str]:
     rows = DisplayMessage.objects.filter(conversation=conversation).order_by("seq")
     return [str(pk) for pk in rows.values_list("pk", flat=True)]
 
 
-def sidebar_titles(page) -> list[str]:
+def sidebar_titles(page: Page) -> list[str]:
     return page.locator("#conversations .conversation .title").all_inner_texts()
 
 
-def test_live_page_streams_badges_and_catches_up(server, context, demo_user):
+def test_live_page_streams_badges_and_catches_up(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     page = context.new_page()
@@ -297,7 +316,7 @@ def test_live_page_streams_badges_and_catches_up(server, context, demo_user):
     context.problems.assert_none()
 
 
-def test_older_pages_load_on_scroll(server, browser, demo_user):
+def test_older_pages_load_on_scroll(server: str, browser: Browser, demo_user: User) -> None:
     from playwright.sync_api import expect
 
     long = services.start_conversation(owner=demo_user, title="A long conversation")
@@ -325,7 +344,7 @@ def test_older_pages_load_on_scroll(server, browser, demo_user):
     context.close()
 
 
-def test_answer_the_pending_ask(server, context, demo_user):
+def test_answer_the_pending_ask(server: str, context: WatchedContext, demo_user: User) -> None:
     from playwright.sync_api import expect
 
     nightly = Conversation.objects.get(owner=demo_user, external_id="demo-nightly")
@@ -381,7 +400,9 @@ def test_answer_the_pending_ask(server, context, demo_user):
     context.problems.assert_none("status of 409", "HTTP 409 ")
 
 
-def test_rename_and_delete_from_the_sidebar(server, context, demo_user):
+def test_rename_and_delete_from_the_sidebar(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     bisect = Conversation.objects.get(owner=demo_user, external_id="demo-bisect")
@@ -438,7 +459,9 @@ def test_rename_and_delete_from_the_sidebar(server, context, demo_user):
     context.problems.assert_none()
 
 
-def test_sidebar_reconnect_drops_conversations_deleted_meanwhile(server, context, demo_user):
+def test_sidebar_reconnect_drops_conversations_deleted_meanwhile(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     page = context.new_page()
@@ -463,7 +486,9 @@ TINY_PNG = base64.b64decode(
 )
 
 
-def test_phone_width_never_scrolls_sideways_and_remote_images_wait(server, browser, demo_user):
+def test_phone_width_never_scrolls_sideways_and_remote_images_wait(
+    server: str, browser: Browser, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     word = "unbroken" * 60
@@ -497,7 +522,7 @@ def test_phone_width_never_scrolls_sideways_and_remote_images_wait(server, brows
     problems = Problems(context)
     remote: list[str] = []
 
-    def image_host(route):
+    def image_host(route: Route) -> None:
         remote.append(route.request.url)
         route.fulfill(status=200, content_type="image/png", body=TINY_PNG)
 
@@ -540,7 +565,9 @@ def test_phone_width_never_scrolls_sideways_and_remote_images_wait(server, brows
     context.close()
 
 
-def test_times_are_the_conversations_own_in_the_viewers_locale(server, browser, demo_user):
+def test_times_are_the_conversations_own_in_the_viewers_locale(
+    server: str, browser: Browser, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     old = services.start_conversation(owner=demo_user, title="Imported from last spring")
@@ -563,7 +590,9 @@ def test_times_are_the_conversations_own_in_the_viewers_locale(server, browser, 
     context.close()
 
 
-def test_switching_conversations_during_a_resync_loses_no_event(server, context, demo_user):
+def test_switching_conversations_during_a_resync_loses_no_event(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
     """A resync walk belongs to the view that started it: switching away stops it, and the new
     view's catch-up point stays its own, so its next reconnect misses nothing."""
     from playwright.sync_api import expect
@@ -636,14 +665,16 @@ def test_switching_conversations_during_a_resync_loses_no_event(server, context,
     context.problems.assert_none()
 
 
-def assert_policy_header(page, base: str) -> None:
+def assert_policy_header(page: Page, base: str) -> None:
     """The admin answers with the demo's policy (settings.CSP_DIRECTIVES)."""
     header = page.request.get(f"{base}/admin/").headers["content-security-policy"]
     assert "script-src 'self'" in header
     assert "style-src 'self'" in header
 
 
-def test_admin_works_under_the_content_security_policy(server, context, demo_user):
+def test_admin_works_under_the_content_security_policy(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
     from playwright.sync_api import expect
 
     nightly = Conversation.objects.get(owner=demo_user, external_id="demo-nightly")
@@ -701,7 +732,9 @@ def test_admin_works_under_the_content_security_policy(server, context, demo_use
     context.problems.assert_none()
 
 
-def test_rate_fork_organise_and_share(server, browser, context, demo_user):
+def test_rate_fork_organise_and_share(
+    server: str, browser: Browser, context: WatchedContext, demo_user: User
+) -> None:
     """Thumbs on assistant cards (a second tab follows), fork from a card, pin, tag and archive in
     the sidebar, and a share link read by an anonymous browser: a snapshot that does not move,
     then revoked (docs/demo.md)."""
@@ -724,12 +757,12 @@ def test_rate_fork_organise_and_share(server, browser, context, demo_user):
     expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
         "aria-pressed", "true"
     )
-    row_id = answer.get_attribute("data-id")
+    row_id = answer.get_attribute("data-id") or ""
     mirrored = other.locator(f'#cards li.card[data-id="{row_id}"]')
     expect(mirrored.get_by_role("button", name="Good answer")).to_have_attribute(
         "aria-pressed", "true"
     )
-    assert Feedback.objects.get(display_message_id=row_id, user=demo_user).rating == 1
+    assert Feedback.objects.get(display_message_id=int(row_id), user=demo_user).rating == 1
     answer.get_by_role("button", name="Good answer").click()  # again: taken back
     expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
         "aria-pressed", "false"
@@ -741,13 +774,14 @@ def test_rate_fork_organise_and_share(server, browser, context, demo_user):
 
     # Fork from the second card: a new conversation opens with the rows up to it.
     second = page.locator("#cards li.card").nth(1)
-    at_seq = int(second.get_attribute("data-seq"))
+    at_seq = int(second.get_attribute("data-seq") or 0)
     second.get_by_role("button", name="Fork from here").click()
     expect(page.locator("#notice")).to_contain_text("Forked")
     fork = Conversation.objects.get(forked_from=nightly)
     expect(page).to_have_url(re.compile(f"#{fork.pk}$"))
     expect(page.locator("#cards li.card")).to_have_count(fork.last_seq)
-    assert fork.forked_at_seq == at_seq and shown_ids(page) == stored_ids(fork)
+    assert fork.forked_at_seq == at_seq
+    assert shown_ids(page) == stored_ids(fork)
     expect(other.locator("#conversations .conversation")).to_have_count(3)
 
     # Pin bisect: it leads both sidebars. Tag it and filter by a tag; archive the fork.
@@ -784,8 +818,7 @@ def test_rate_fork_organise_and_share(server, browser, context, demo_user):
     expect(link).to_have_value(re.compile(r"/shared/msh_"))
     url = link.input_value()
     expect(dialog.locator(".share-links li")).to_have_count(1)
-    stranger = browser.new_context(viewport={"width": 390, "height": 844})
-    stranger.problems = Problems(stranger)
+    stranger = WatchedContext(browser.new_context(viewport={"width": 390, "height": 844}))
     reader = stranger.new_page()
     reader.goto(url)
     expect(reader.locator("#shared-title")).to_have_text("git bisect run")
@@ -807,5 +840,5 @@ def test_rate_fork_organise_and_share(server, browser, context, demo_user):
     page.screenshot(path=str(ARTIFACTS / "demo-share.png"), animations="disabled")
     dialog.get_by_role("button", name="Close").click()
     stranger.problems.assert_none("status of 404", "HTTP 404 ")
-    stranger.close()
+    stranger.context.close()
     context.problems.assert_none()

@@ -1,0 +1,393 @@
+"""Importing files, whole folders and stdin, incrementally (docs/formats.md "Whole folders").
+
+A folder is walked for ``*.jsonl`` and ``*.ndjson`` files; each file's format is told on its own.
+What each file's import reached is kept per owner (``ImportedSource``): a file whose size,
+modification time and head (a hash of its first bytes) are unchanged is skipped without being
+parsed; a file that grew is read from the byte where the last import ended, its parser going on
+from the state it left (``ParseContext.resume``); a file that was truncated or replaced (its head
+differs) is read whole again, which imports nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Final
+
+from murmur_conversations import services
+from murmur_conversations.exceptions import ConversationsError
+from murmur_conversations.importers import registry
+from murmur_conversations.importers.base import Outcome, run_import
+from murmur_conversations.importers.reading import (
+    LineCursor,
+    NotUTF8,
+    check_utf8,
+    spool,
+)
+from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, resumable
+from murmur_conversations.models import ImportedSource
+
+STDIN: Final = "-"
+#: File names a folder walk reads.
+SUFFIXES: Final = (".jsonl", ".ndjson")
+#: Bytes of a file's head that are hashed to tell an appended file from a replaced one.
+HEAD_BYTES: Final = 4096
+#: Why a Claude Code subagent log found in a folder is skipped.
+SUBAGENT_SKIP: Final = (
+    "a Claude Code subagent log (its lines stay with its session; subagents become conversations "
+    "of their own in a later version)"
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source to import: ``path`` as given (``-`` for stdin), ``name`` as reported,
+    ``resolved`` its real path (empty for stdin), ``skip`` why it is skipped unread."""
+
+    path: str
+    name: str
+    resolved: str = ""
+    skip: str = ""
+
+
+_AGENT_ID: Final = re.compile(r"agent-[0-9a-f]{6,40}\.jsonl")
+
+
+def _subagent_log(path: Path) -> bool:
+    """Claude Code subagent logs: ``<session>/subagents/agent-*.jsonl``, and in older versions
+    ``agent-<hex id>.jsonl`` beside the sessions."""
+    if path.suffix != ".jsonl" or not path.name.startswith("agent-"):
+        return False
+    return path.parent.name == "subagents" or _AGENT_ID.fullmatch(path.name) is not None
+
+
+def expand(paths: Iterable[str]) -> list[Source]:
+    """The sources of ``paths``: stdin, files as given, and the ``*.jsonl``/``*.ndjson`` files of
+    folders (recursively, in name order, symbolic links to folders not followed); each real file
+    once. Claude Code subagent logs found in a folder are skipped (see :func:`_subagent_log`)."""
+    seen: set[str] = set()
+    out: list[Source] = []
+    for given in paths:
+        if given == STDIN:
+            out.append(Source(STDIN, "<stdin>"))
+            continue
+        if not os.path.isdir(given):
+            resolved = os.path.realpath(given)
+            if resolved not in seen:
+                seen.add(resolved)
+                out.append(Source(given, given, resolved))
+            continue
+        for root, dirs, files in os.walk(given):
+            dirs.sort()
+            for name in sorted(files):
+                if not name.endswith(SUFFIXES):
+                    continue
+                full = os.path.join(root, name)
+                resolved = os.path.realpath(full)
+                if resolved in seen:
+                    continue
+                seen.add(resolved)
+                skip = SUBAGENT_SKIP if _subagent_log(Path(full)) else ""
+                out.append(Source(full, full, resolved, skip))
+    return out
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What tells a file's version apart: size (bytes), modification time (ns), the sha256 of its
+    first ``head_size`` bytes."""
+
+    size: int
+    mtime_ns: int
+    head_size: int
+    head_hash: str
+
+
+def head_hash(path: str, size: int) -> str:
+    """The hex sha256 of the first ``size`` bytes of the file at ``path``."""
+    with open(path, "rb") as stream:
+        return hashlib.sha256(stream.read(size)).hexdigest()
+
+
+def facts(path: str) -> Facts:
+    """The ``Facts`` of the file at ``path`` (``OSError`` when it cannot be read)."""
+    stat = os.stat(path)
+    size = min(stat.st_size, HEAD_BYTES)
+    return Facts(stat.st_size, stat.st_mtime_ns, size, head_hash(path, size))
+
+
+@dataclass
+class FileResult:
+    """What happened to one source: ``status`` is ``imported``, ``appended`` (read from where the
+    last import ended), ``reread`` (changed otherwise, read whole again), ``unchanged``,
+    ``skipped``, ``empty`` or ``refused`` (``reason`` says why)."""
+
+    name: str
+    status: str
+    format: str = ""
+    reason: str = ""
+    outcome: Outcome | None = None
+    lines: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the source counts as imported (something usable, or known and unchanged)."""
+        if self.status in ("unchanged", "appended"):
+            return True
+        return self.outcome is not None and self.outcome.usable > 0
+
+
+def _options(fmt: str, conversation_id: str | None) -> str:
+    """What, besides the file, decides an import's result: the forced format and key."""
+    return hashlib.sha256(f"{fmt}\0{conversation_id or ''}".encode()).hexdigest()
+
+
+class Importer:
+    """Imports sources for one owner with one set of options (``import_conversations``).
+
+    ``report(name, problem)`` is called for every refused line or source; ``on_line(size)`` for
+    every line read (progress). ``incremental`` false reads every file whole and remembers
+    nothing (so does ``dry_run``); ``final`` false (a pass of ``--follow`` over folders) leaves
+    calls open when a file ends.
+    """
+
+    def __init__(
+        self,
+        *,
+        owner: Any,
+        fmt: str,
+        conversation_id: str | None,
+        dry_run: bool,
+        report: Callable[[str, Problem], None],
+        on_line: Callable[[int], None] | None = None,
+        incremental: bool = True,
+        final: bool = True,
+    ) -> None:
+        self.owner = owner
+        self.fmt = fmt
+        self.conversation_id = conversation_id
+        self.dry_run = dry_run
+        self.report = report
+        self.on_line = on_line
+        self.incremental = incremental and not dry_run
+        self.final = final
+        self.options = _options(fmt, conversation_id)
+        self.known: dict[str, ImportedSource] = {}
+
+    def prefetch(self, sources: Iterable[Source]) -> None:
+        """Load what was remembered of ``sources`` in a few queries (a re-run over many files)."""
+        if not self.incremental:
+            return
+        keys = [ImportedSource.key_of(s.resolved) for s in sources if s.resolved]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            for record in ImportedSource.objects.filter(owner=self.owner, path_key__in=chunk):
+                self.known[record.path_key] = record
+
+    # ------------------------------------------------------------------ one source
+
+    def run(self, source: Source, stdin: IO[bytes] | None = None) -> FileResult:
+        """Import one source; never raises for bad input (the result says what happened)."""
+        if source.skip:
+            return FileResult(source.name, "skipped", reason=source.skip)
+        if source.path == STDIN:
+            if stdin is None:
+                return self._refuse(source, "no stdin to read")
+            with spool(stdin) as stream:
+                return self._read(source, stream, fallback_time=None)
+        try:
+            now = facts(source.path)
+        except OSError as error:
+            return self._refuse(source, f"cannot read it ({error.strerror or error})")
+        record = self._record(source)
+        if record is not None and record.head_size <= now.size:
+            same_head = (
+                record.head_hash == now.head_hash
+                if record.head_size == now.head_size
+                else record.head_hash == head_hash(source.path, record.head_size)
+            )
+            if same_head and record.offset <= now.size:
+                if (record.size, record.mtime_ns) == (now.size, now.mtime_ns):
+                    return FileResult(source.name, "unchanged", record.format)
+                if record.state is not None:
+                    return self._file(source, now, record, append=True)
+        status = "imported" if record is None else "reread"
+        return self._file(source, now, record, append=False, status=status)
+
+    def _record(self, source: Source) -> ImportedSource | None:
+        if not self.incremental:
+            return None
+        key = ImportedSource.key_of(source.resolved)
+        record = self.known.get(key)
+        if record is None:
+            record = ImportedSource.objects.filter(owner=self.owner, path_key=key).first()
+        if record is not None and record.options != self.options:
+            return None
+        return record
+
+    def _refuse(self, source: Source, reason: str) -> FileResult:
+        problem = Problem(None, f"refused whole: {reason}")
+        self.report(source.name, problem)
+        return FileResult(source.name, "refused", reason=reason, problems=[problem])
+
+    def _file(
+        self,
+        source: Source,
+        now: Facts,
+        record: ImportedSource | None,
+        *,
+        append: bool,
+        status: str = "appended",
+    ) -> FileResult:
+        mtime = datetime.fromtimestamp(now.mtime_ns / 1e9, tz=UTC)
+        with open(source.path, "rb") as stream:
+            result = self._read(
+                source,
+                stream,
+                fallback_time=mtime,
+                record=record if append else None,
+                status=status,
+                previous=record,
+            )
+            if result.status not in ("refused", "empty") and not self.dry_run:
+                self._remember(source, now, result, record)
+        return result
+
+    def _read(
+        self,
+        source: Source,
+        stream: IO[bytes],
+        *,
+        fallback_time: datetime | None,
+        record: ImportedSource | None = None,
+        status: str = "imported",
+        previous: ImportedSource | None = None,
+    ) -> FileResult:
+        start = record.offset if record is not None else 0
+        stream.seek(start)
+        try:
+            check_utf8(stream, start)
+        except NotUTF8 as error:
+            return self._refuse(source, str(error))
+        cursor = LineCursor(
+            stream,
+            offset=start,
+            line=record.line if record is not None else 0,
+            on_line=self.on_line,
+        )
+        lines: Iterator[SourceLine] = iter(cursor)
+        resume: dict[str, Any] | None = None
+        if record is not None:
+            fmt = record.format
+            resume = record.state
+        else:
+            decided = self._format(source, lines)
+            if isinstance(decided, FileResult):
+                return decided
+            fmt, head = decided
+            lines = _chain(head, lines)
+        parts = Path(os.path.abspath(source.path)).parts if source.path != STDIN else ()
+        parser = registry.make_parser(
+            fmt, ParseContext(path_parts=parts, conversation_id=self.conversation_id, resume=resume)
+        )
+        problems: list[Problem] = []
+
+        def report(problem: Problem) -> None:
+            problems.append(problem)
+            self.report(source.name, problem)
+
+        titles = previous.titles if previous is not None else {}
+        outcome = run_import(
+            lines=lines,
+            parser=parser,
+            source=fmt,
+            owner=self.owner,
+            dry_run=self.dry_run,
+            report=report,
+            fallback_time=fallback_time,
+            previous_titles={k: (v[0], v[1]) for k, v in titles.items() if _title_entry(v)},
+            final=self.final,
+        )
+        result = FileResult(source.name, status, fmt, outcome=outcome, problems=problems)
+        result.lines = cursor.line - (record.line if record is not None else 0)
+        self.cursor = cursor
+        self.parser = parser
+        return result
+
+    def _format(
+        self, source: Source, lines: Iterator[SourceLine]
+    ) -> tuple[str, list[SourceLine]] | FileResult:
+        """The format of a source read from its start (detected or forced), with the lines read
+        to tell it; or the result of refusing it."""
+        detected, head = registry.detect(lines)
+        if self.fmt == "auto":
+            if detected is None:
+                if not head:
+                    return FileResult(source.name, "empty", "murmur")
+                return self._refuse(source, registry.undetected_reason(head))
+            return detected, head
+        if registry.contradicts(self.fmt, detected):
+            return self._refuse(
+                source,
+                f"this looks like {detected}, not {self.fmt}; pass --format {detected} or "
+                "--format auto",
+            )
+        return self.fmt, head
+
+    def _remember(
+        self, source: Source, now: Facts, result: FileResult, previous: ImportedSource | None
+    ) -> None:
+        """Keep where this import ended, unless a line was refused (other than a last line still
+        being written): such a file is read whole again next time, and its lines reported again."""
+        cursor = self.cursor
+        if any(p.line is None or p.line <= cursor.line for p in result.problems):
+            if previous is not None:
+                services.forget_imported_source(owner=self.owner, path=source.resolved)
+            return
+        outcome = result.outcome
+        if outcome is None:
+            return
+        conversations = list(previous.conversations) if previous is not None else []
+        conversations += [c for c in outcome.conversations if c not in conversations]
+        titles = dict(previous.titles) if previous is not None else {}
+        titles.update({pk: [title, rank] for pk, (title, rank) in outcome.titles.items()})
+        try:
+            services.remember_imported_source(
+                owner=self.owner,
+                path=source.resolved,
+                format=result.format,
+                options=self.options,
+                size=now.size,
+                mtime_ns=now.mtime_ns,
+                head_size=now.head_size,
+                head_hash=now.head_hash,
+                offset=cursor.offset,
+                line=cursor.line,
+                state=resumable(self.parser),
+                conversations=conversations,
+                titles=titles,
+            )
+        except ConversationsError as error:
+            self.report(
+                source.name, Problem(None, f"where this import ended was not kept: {error}")
+            )
+
+
+def _title_entry(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], int)
+    )
+
+
+def _chain(head: list[SourceLine], rest: Iterator[SourceLine]) -> Iterator[SourceLine]:
+    yield from head
+    yield from rest

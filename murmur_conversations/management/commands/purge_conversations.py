@@ -1,0 +1,128 @@
+"""``manage.py purge_conversations``: retention and erasure (``services.purge_conversations``;
+docs/deployment.md "Retention and holds")."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import timedelta
+from typing import Any, Final
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from murmur_conversations import services
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import WriteConflict
+from murmur_conversations.selectors import held_condition, purge_candidates
+
+_AGE: Final = re.compile(r"([0-9]{1,6})([dhmw]?)")
+_UNITS: Final = {"": "days", "d": "days", "w": "weeks", "h": "hours", "m": "minutes"}
+_RETRIES: Final = 3
+
+
+def parse_age(value: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``2w`` or a number of days; ``CommandError`` (exit 2)
+    otherwise."""
+    match = _AGE.fullmatch(value.strip())
+    if match is None:
+        raise CommandError(
+            f"--older-than must look like 30d, 12h, 90m or 2w, not {value!r}", returncode=2
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete conversations not saved for --older-than (default: RETENTION_DAYS) and/or those "
+        "of --owner, in bounded batches; held conversations are kept. Safe from cron and "
+        "concurrently."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--older-than",
+            metavar="AGE",
+            help="30d, 12h, 90m or 2w since the last write (default: RETENTION_DAYS days)",
+        )
+        parser.add_argument("--owner", help="only this user's conversations (USERNAME_FIELD)")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            help="conversations per transaction (default: the service's, 50)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        older_than = None
+        if options["older_than"] is not None:
+            older_than = parse_age(options["older_than"])
+        elif app_settings.retention_days is not None:
+            older_than = timedelta(days=app_settings.retention_days)
+        owner = self._owner(options["owner"]) if options["owner"] is not None else None
+        if owner is None and older_than is None:
+            raise CommandError(
+                "nothing to purge: give --older-than or --owner, or set RETENTION_DAYS",
+                returncode=2,
+            )
+        batch_size = options["batch_size"]
+        if batch_size is not None and batch_size < 1:
+            raise CommandError("--batch-size must be a positive integer", returncode=2)
+        candidates = purge_candidates(owner=owner, older_than=older_than)
+        held = candidates.filter(held_condition()).count()
+        total = candidates.count() - held
+        if options["dry_run"]:
+            self.stdout.write(
+                f"would delete {total} conversation(s); {held} held conversation(s) kept"
+            )
+            return
+        deleted = self._purge(owner, older_than, batch_size, total)
+        self.stdout.write(f"deleted {deleted} conversation(s); {held} held conversation(s) kept")
+
+    def _purge(
+        self, owner: Any, older_than: timedelta | None, batch_size: int | None, total: int
+    ) -> int:
+        from tqdm import tqdm
+
+        deleted = 0
+        with tqdm(
+            total=total,
+            unit="conv",
+            desc="purge",
+            file=sys.stderr,
+            disable=not sys.stderr.isatty(),
+        ) as bar:
+            failures = 0
+            while True:
+                try:
+                    done, more = services.purge_conversations(
+                        owner=owner,
+                        older_than=older_than,
+                        progress=bar.update,
+                        **({} if batch_size is None else {"batch_size": batch_size}),
+                    )
+                except WriteConflict as error:
+                    failures += 1
+                    if failures >= _RETRIES:
+                        raise CommandError(
+                            f"the database stayed busy ({error}); {deleted} conversation(s) "
+                            "deleted so far; run the command again",
+                            returncode=1,
+                        ) from None
+                    continue
+                deleted += done
+                if not more or not done:
+                    return deleted
+
+    def _owner(self, name: str) -> Any:
+        model = get_user_model()
+        owner = model._default_manager.filter(**{model.USERNAME_FIELD: name}).first()
+        if owner is None:
+            raise CommandError(
+                f"no user with {model.USERNAME_FIELD} {name!r}; --owner names an existing user",
+                returncode=2,
+            )
+        return owner

@@ -1,0 +1,33 @@
+"""What ``import_conversations`` remembers of each file it read (docs/formats.md "Whole folders")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import router, transaction
+from django.utils import timezone
+
+from murmur_conversations.models import ImportedSource
+from murmur_conversations.services.writing import database_errors
+
+
+def remember_imported_source(*, owner: Any, path: str, **fields: Any) -> ImportedSource:
+    """Create or replace the ``ImportedSource`` of ``owner`` (a user or its pk) and ``path`` (a
+    resolved path) with ``fields`` (the model's: ``format``, ``options``, ``size``, ``mtime_ns``,
+    ``head_size``, ``head_hash``, ``offset``, ``line``, ``state``, ``conversations``, ``titles``);
+    ``imported_at`` is now. Raises ``WriteConflict`` (retryable) on a database failure."""
+    owner_pk = getattr(owner, "pk", owner)
+    using = router.db_for_write(ImportedSource)
+    with database_errors(), transaction.atomic(using=using):
+        source, _ = ImportedSource.objects.using(using).update_or_create(
+            owner_id=owner_pk,
+            path_key=ImportedSource.key_of(path),
+            defaults={"path": path, "imported_at": timezone.now(), **fields},
+        )
+    return source
+
+
+def forget_imported_source(*, owner: Any, path: str) -> None:
+    """Drop what was remembered of ``path`` for ``owner`` (its next import reads it whole)."""
+    owner_pk = getattr(owner, "pk", owner)
+    ImportedSource.objects.filter(owner_id=owner_pk, path_key=ImportedSource.key_of(path)).delete()
