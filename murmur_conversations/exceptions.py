@@ -16,6 +16,7 @@ __all__ = [
     "InvalidToolTransition",
     "NoPendingAsk",
     "OwnershipConflict",
+    "ParentConflict",
     "ShareNotFound",
     "ToolCallNotFound",
     "WriteConflict",
@@ -66,6 +67,12 @@ class InvalidStatus(ConversationsError, ValueError):
 
 class OwnershipConflict(ConversationsError):
     """The conversation already belongs to another owner (agentfootprint's write-once owner rule)."""
+
+
+class ParentConflict(ConversationsError):
+    """The conversation exists with another parent, or was launched by another call: a child's
+    parent is set at creation and its ``parent_call_id`` is write-once (docs/architecture.md
+    "Child conversations")."""
 
 
 class WriteConflict(ConversationsError):

@@ -133,7 +133,8 @@ class Conversation(models.Model):
 
     The counters always equal what the rows say: ``record_length`` is the number of record messages
     (= the last ``position``), ``transcript_count`` the length of the transcript projection,
-    ``last_seq`` the last display ``seq``, ``last_event_seq`` the last event_seq taken.
+    ``last_seq`` the last display ``seq``, ``last_event_seq`` the last event_seq taken,
+    ``tool_call_count`` the number of tool calls, ``child_count`` the number of children.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -161,6 +162,31 @@ class Conversation(models.Model):
     last_event_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     saved_at = models.DateTimeField(default=timezone.now)
+    #: The conversation that launched this one (a subagent's parent), or None for a top-level
+    #: conversation. Set when the child is created and never changed; deleting the parent deletes
+    #: its children (docs/architecture.md "Child conversations").
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
+        db_index=False,  # murmur_conv_parent_idx leads with it
+    )
+    #: The call id in the parent that launched this child ("" when the log does not say).
+    #: Write-once: set at creation or later when still empty, never changed.
+    parent_call_id = models.CharField(max_length=255, blank=True, default="")
+    #: The parent's event_seq when this child was created: which call of a repeated call id
+    #: launched it (``selectors.launching_calls``).
+    parent_created_event_seq = models.PositiveBigIntegerField(default=0)
+    #: The parent's event_seq of the last change of this child announced on the parent's stream
+    #: (creation, status, steps, link); ``?since=`` replays children above it.
+    parent_event_seq = models.PositiveBigIntegerField(default=0)
+    #: How many children this conversation has (a counter kept by the write path).
+    child_count = models.PositiveBigIntegerField(default=0)
+    #: How many tool calls this conversation has (a counter kept by the write path): a child's
+    #: "steps" (docs/websocket.md "child_updated").
+    tool_call_count = models.PositiveBigIntegerField(default=0)
     #: Organising (docs/api.md "Organising"): pinned conversations list first, archived ones only
     #: with ``?archived=``; ``tags`` is the ordered list of tag names, mirrored row by row in
     #: ConversationTag (which the ``?tag=`` filter reads through its index).
@@ -181,10 +207,19 @@ class Conversation(models.Model):
         indexes = (
             models.Index(fields=("owner", "-saved_at", "-id"), name="murmur_conv_owner_saved_idx"),
             models.Index(fields=("-saved_at", "-id"), name="murmur_conv_saved_id_idx"),
-            # GET conversations/: an owner's listed (or archived) conversations, pinned first.
+            # The sidebar lists top-level conversations; ?parent= lists one's children.
+            models.Index(
+                fields=("owner", "-saved_at", "-id"),
+                name="murmur_conv_owner_top_idx",
+                condition=Q(parent__isnull=True),
+            ),
+            models.Index(fields=("parent", "-saved_at", "-id"), name="murmur_conv_parent_idx"),
+            # GET conversations/: an owner's listed (or archived) top-level conversations, pinned
+            # first.
             models.Index(
                 fields=("owner", "archived", "-pinned", "-saved_at", "-id"),
                 name="murmur_conv_owner_list_idx",
+                condition=Q(parent__isnull=True),
             ),
             # Title prefix search (LIKE 'x%') in the admin; the opclass applies on PostgreSQL only.
             models.Index(
@@ -211,6 +246,14 @@ class Conversation(models.Model):
                 condition=Q(pending_ask__isnull=True)
                 | Q(status__in=(ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED)),
                 name="murmur_conv_pending_needs_pause",
+            ),
+            models.CheckConstraint(
+                condition=Q(parent__isnull=True) | ~Q(parent=models.F("id")),
+                name="murmur_conv_parent_not_self",
+            ),
+            models.CheckConstraint(
+                condition=Q(parent__isnull=False) | Q(parent_call_id=""),
+                name="murmur_conv_call_needs_parent",
             ),
         )
 

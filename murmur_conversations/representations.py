@@ -85,9 +85,10 @@ def record_row(message: Message) -> dict[str, Any]:
     }
 
 
-def tool_call_row(call: ToolCall) -> dict[str, Any]:
+def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str, Any]:
     """``{call_id, name, arguments, status, interrupt_reason, display_text, result, error,
-    started_at, finished_at, event_seq}``."""
+    started_at, finished_at, event_seq, children}``; ``children`` are the ids of the child
+    conversations the call launched (``selectors.children_by_call``), oldest first."""
     return {
         "call_id": call.call_id,
         "name": call.name,
@@ -100,13 +101,18 @@ def tool_call_row(call: ToolCall) -> dict[str, Any]:
         "started_at": iso(call.started_at),
         "finished_at": iso(call.finished_at),
         "event_seq": call.event_seq,
+        "children": list(children or ()),
     }
 
 
 def summary_row(conversation: Conversation) -> dict[str, Any]:
-    """The summary row: ``id, title, saved_at, created_at, status, format, message_count, pinned,
-    archived, tags, forked_from_id, forked_at_seq``, and nothing from inside the conversation
-    (``message_count`` is ``transcript_count``; ``forked_from_id`` the original's id or null)."""
+    """The summary row: ``id, title, saved_at, created_at, status, format, message_count,
+    parent_id, parent_call_id, child_count, steps, pinned, archived, tags, forked_from_id,
+    forked_at_seq``, and nothing from inside the conversation (``message_count`` is
+    ``transcript_count``; ``steps`` is ``tool_call_count``; ``parent_id`` and ``parent_call_id``
+    are null for a top-level conversation, and the call id null when the log does not say;
+    ``forked_from_id`` is the original's id or null)."""
+    parent_id = conversation.parent_id
     forked_from = conversation.forked_from_id
     return {
         "id": str(conversation.pk),
@@ -116,6 +122,10 @@ def summary_row(conversation: Conversation) -> dict[str, Any]:
         "status": conversation.status,
         "format": conversation.format,
         "message_count": conversation.transcript_count,
+        "parent_id": None if parent_id is None else str(parent_id),
+        "parent_call_id": conversation.parent_call_id or None,
+        "child_count": conversation.child_count,
+        "steps": conversation.tool_call_count,
         "pinned": conversation.pinned,
         "archived": conversation.archived,
         "tags": list(conversation.tags or []),

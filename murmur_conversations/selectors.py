@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any, Final, cast
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from murmur_conversations.conf import app_settings
 from murmur_conversations.models import (
     AccessLogEntry,
+    ContentType,
     Conversation,
     ConversationTag,
     Feedback,
@@ -27,6 +28,7 @@ from murmur_conversations.models import (
     Message,
     Rating,
     Share,
+    ToolCall,
 )
 from murmur_conversations.projection import transcript_entry
 
@@ -72,6 +74,86 @@ def conversation_for(user: Any, conversation_id: Any) -> Conversation | None:
     return conversations_for(user).filter(pk=pk).first()
 
 
+def top_level(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """Only the conversations that are no one's child (the sidebar, ``GET conversations/``)."""
+    return conversations.filter(parent__isnull=True)
+
+
+def children_for(user: Any, parent_id: Any) -> QuerySet[Conversation]:
+    """The children of conversation ``parent_id`` that ``user`` may read, newest first; none when
+    the parent is foreign, missing or malformed, alike (docs/api.md ``?parent=``)."""
+    parent = conversation_for(user, parent_id)
+    if parent is None:
+        return Conversation.objects.none()
+    return conversations_for(user).filter(parent=parent)
+
+
+def launching_calls(
+    parent: Conversation, children: list[tuple[uuid.UUID, str, int]]
+) -> dict[uuid.UUID, int]:
+    """Which tool call of ``parent`` launched each child: ``children`` are ``(child pk,
+    parent_call_id, parent_created_event_seq)``; the answer maps each child that names a call of
+    the parent to that ToolCall's pk.
+
+    The one place this is decided (docs/architecture.md "Child conversations"). A call id may
+    name several calls of a conversation over time (one per round, when an agent reuses ids): a
+    child was launched by the latest call of its id created at or before the child (the card's
+    ``created_event_seq`` against the child's ``parent_created_event_seq``), else, for a child
+    recorded before its call, by the first call of that id. One query."""
+    wanted = {call_id for _pk, call_id, _seq in children if call_id}
+    if not wanted:
+        return {}
+    rounds: dict[str, list[tuple[int, int]]] = {}
+    calls = (
+        ToolCall.objects.filter(conversation=parent, call_id__in=wanted)
+        .annotate(
+            created_seq=Min(
+                "display_messages__created_event_seq",
+                filter=Q(display_messages__content_type=ContentType.TOOL_CALL),
+            )
+        )
+        .values_list("pk", "call_id", "created_seq")
+    )
+    for pk, call_id, created_seq in calls:
+        rounds.setdefault(call_id, []).append((created_seq or 0, pk))
+    launched: dict[uuid.UUID, int] = {}
+    for child, call_id, created in children:
+        call = launching_round(rounds.get(call_id, []), created)
+        if call is not None:
+            launched[child] = call
+    return launched
+
+
+def launching_round(rounds: list[tuple[int, int]], created: int) -> int | None:
+    """Of the calls sharing one call id, ``rounds`` as ``(created_event_seq, pk)``, the pk of
+    the one that launched a child created at the parent's event ``created``: the latest created
+    at or before it, else the first (a child recorded before its call); None without calls."""
+    ordered = sorted(rounds)
+    if not ordered:
+        return None
+    before = [pk for seq, pk in ordered if seq <= created]
+    return before[-1] if before else ordered[0][1]
+
+
+def children_by_call(parent: Conversation, calls: list[ToolCall]) -> dict[int, list[str]]:
+    """The ids of the children each of ``parent``'s tool ``calls`` launched (see
+    :func:`launching_calls`), by the call's pk, oldest child first; two queries, none when the
+    parent has no children (its ``child_count``)."""
+    if not calls or parent.child_count == 0:
+        return {}
+    children = list(
+        Conversation.objects.filter(parent=parent, parent_call_id__in={c.call_id for c in calls})
+        .order_by("parent_created_event_seq", "pk")
+        .values_list("pk", "parent_call_id", "parent_created_event_seq")
+    )
+    out: dict[int, list[str]] = {}
+    wanted = {c.pk for c in calls}
+    for child, call in launching_calls(parent, children).items():
+        if call in wanted:
+            out.setdefault(call, []).append(str(child))
+    return out
+
+
 def conversation_for_hook(
     token_conversation_id: uuid.UUID, conversation_id: Any
 ) -> Conversation | None:
@@ -111,6 +193,12 @@ def transcript(
             return
 
 
+#: How many generations of children a hold reaches up from (subagents of subagents of ...). Deeper
+#: trees are not written by any agent we know of; a hold deeper than this still protects its own
+#: conversation (the database refuses to delete a held row).
+HOLD_DEPTH: Final = 4
+
+
 def share_token_hash(token: str) -> str:
     """The stored form of a share token: the sha256 hex of its UTF-8 bytes."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -136,23 +224,22 @@ def share_for_token(token: Any) -> Share | None:
     return share
 
 
-def conversations_listed(
-    user: Any, *, archived: str = "0", tag: str | None = None
+def organised(
+    conversations: QuerySet[Conversation], *, archived: str = "0", tag: str | None = None
 ) -> QuerySet[Conversation]:
-    """The conversations ``user`` may read as ``GET conversations/`` lists them (docs/api.md
-    "Organising"): pinned first, then ``saved_at`` desc, then ``id`` desc. ``archived``: ``"0"``
-    (not archived, the default), ``"1"`` (only archived) or ``"all"``; ``tag``: only those with
-    this (already normalised) tag, through the tag index."""
-    listed = conversations_for(user)
+    """``conversations`` as ``GET conversations/`` lists them (docs/api.md "Organising"): pinned
+    first, then ``saved_at`` desc, then ``id`` desc. ``archived``: ``"0"`` (not archived, the
+    default), ``"1"`` (only archived) or ``"all"``; ``tag``: only those with this (already
+    normalised) tag, through the tag index."""
     if archived == "0":
-        listed = listed.filter(archived=False)
+        conversations = conversations.filter(archived=False)
     elif archived == "1":
-        listed = listed.filter(archived=True)
+        conversations = conversations.filter(archived=True)
     if tag is not None:
-        listed = listed.filter(
+        conversations = conversations.filter(
             pk__in=ConversationTag.objects.filter(name=tag).values("conversation_id")
         )
-    return listed.order_by("-pinned", "-saved_at", "-id")
+    return conversations.order_by("-pinned", "-saved_at", "-id")
 
 
 def feedback_for(user: Any, row_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -182,10 +269,16 @@ def feedback_counts(conversation: Conversation | uuid.UUID) -> dict[str, int]:
 
 def held_condition() -> Q:
     """THE definition of "held", as a filter on conversations (docs/deployment.md "Retention and
-    holds"): the conversation has a ``Hold``. Every check goes through here (:func:`is_held`,
-    ``services.delete_conversation``, ``services.purge_conversations``, the admin), so a wider
-    rule (a conversation with a held child counts as held) is added in this one place."""
-    return Q(Exists(Hold.objects.filter(conversation_id=OuterRef("pk"))))
+    holds"): the conversation, or one of its descendants down to :data:`HOLD_DEPTH` generations,
+    has a ``Hold`` (a conversation with a held child counts as held: deleting it would delete the
+    child). Every check goes through here (:func:`is_held`, ``services.delete_conversation``,
+    ``services.purge_conversations``, the admin)."""
+    condition = Q(Exists(Hold.objects.filter(conversation_id=OuterRef("pk"))))
+    path = "conversation"
+    for _generation in range(HOLD_DEPTH):
+        path += "__parent"
+        condition |= Q(Exists(Hold.objects.filter(**{f"{path}_id": OuterRef("pk")})))
+    return condition
 
 
 def is_held(conversation: Conversation | uuid.UUID | str) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 __all__ = [
+    "child_deleted",
+    "child_updated",
     "conversation_deleted",
     "conversation_saved",
     "conversation_updated",
@@ -43,6 +45,16 @@ conversation_saved = Signal()
 
 # Arguments: conversation_id (uuid.UUID), owner_id (int | None)
 conversation_deleted = Signal()
+
+# Arguments: conversation (Conversation, the parent), child (Conversation), event_seq (int, the
+# parent's); a child was created, or its status, steps or parent_call_id changed. Sent before the
+# parent's conversation_saved of the same event_seq (docs/websocket.md "child_updated").
+child_updated = Signal()
+
+# Arguments: conversation (Conversation, the parent), child_id (uuid.UUID), event_seq (int, the
+# parent's); a child was deleted on its own (not with its parent). Before the parent's
+# conversation_saved of the same event_seq.
+child_deleted = Signal()
 
 # Arguments: conversation (Conversation), stream_id (str), text (str); ephemeral, never stored
 delta = Signal()

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from django.contrib.auth.models import User
 from django.http.response import ResponseHeaders
 
-from murmur_conversations.models import Conversation, DisplayMessage, Message
+from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from murmur_conversations.projection import transcript_entry
 
 
@@ -71,6 +71,10 @@ def assert_counters_match_rows(conversation: Conversation) -> None:
         DisplayMessage.objects.filter(conversation=conversation).values_list("event_seq", flat=True)
     )
     assert all(e <= conversation.last_event_seq for e in events)
+    assert (
+        conversation.tool_call_count == ToolCall.objects.filter(conversation=conversation).count()
+    )
+    assert conversation.child_count == Conversation.objects.filter(parent=conversation).count()
 
 
 class MakeUser(Protocol):

@@ -188,6 +188,10 @@ def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
         "status": "paused",
         "format": "flowchart-v1",
         "message_count": 1,
+        "parent_id": None,
+        "parent_call_id": None,
+        "child_count": 0,
+        "steps": 0,
         "pinned": False,
         "archived": False,
         "tags": [],
@@ -381,7 +385,7 @@ def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conv
     assert c2["display_text"] == "ls"
     assert set(c2) == {
         "call_id", "name", "arguments", "status", "interrupt_reason", "display_text",
-        "result", "error", "started_at", "finished_at", "event_seq",
+        "result", "error", "started_at", "finished_at", "event_seq", "children",
     }  # fmt: skip
     done = client.get(url(own.pk, "tool-calls/?status=completed")).json()
     assert [row["call_id"] for row in done["results"]] == ["c1"]

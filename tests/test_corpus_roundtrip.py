@@ -88,9 +88,15 @@ def test_import_and_read_back(corpus: Path, name: str, user: User) -> None:
     client = APIClient()
     client.force_authenticate(user)
     _, listed = walk(client, "/api/conversations/")
-    assert {row["id"] for row in listed} == {str(c.pk) for c in conversations}
+    top = {str(c.pk) for c in conversations if c.parent_id is None}
+    assert {row["id"] for row in listed} == top
     for conversation in conversations:
         check_read_back(client, conversation)
+        # docs/api.md: a subagent's child conversation is listed under its parent
+        _, children = walk(client, f"/api/conversations/?parent={conversation.pk}")
+        assert {row["id"] for row in children} == {
+            str(c.pk) for c in conversations if c.parent_id == conversation.pk
+        }
 
     counts = (Message.objects.count(), DisplayMessage.objects.count())
     again, _, again_err = run(path, "--owner", user.username)

@@ -1,6 +1,7 @@
 """Claude Code session transcripts and ``stream-json`` output (docs/formats.md, "Claude
-Code"): every corpus file with hand-counted messages, calls and source records;
-lines merged by ``message.id``; sidechain and subagent lines kept only; injected lines; errors."""
+Code"): every corpus file with hand-counted messages, calls and source records, per conversation
+(the session and its subagents' child conversations); lines merged by ``message.id``; injected
+lines; errors."""
 
 from __future__ import annotations
 
@@ -26,13 +27,27 @@ SESSION = "claude_code_session/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 REDACTED = "claude_code_session/agent-history__real_sessions__claude__session-01.jsonl"
 STREAM = "claude_code_stream_json/explore_count_files.jsonl"
 
-# file -> (record messages, {status: calls}, injected, source records, key), counted by hand from
-# the main-chain lines: assistant lines merged per message.id, one tool message per tool_result.
+# file -> (record messages, {status: calls}, injected, source records, key) of the top-level
+# conversation, counted by hand from the main-chain lines: assistant lines merged per message.id,
+# one tool message per tool_result; then the same of each child, in the order they began.
 CORPUS_FILES = {
-    SESSION: (25, {"completed": 11, "failed": 2}, 1, 53, "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"),
+    SESSION: (25, {"completed": 11, "failed": 2}, 1, 31, "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"),
     REDACTED: (2, {}, 0, 5, "06090cb1-3e64-433a-bc7e-a621c0f596d2"),
-    STREAM: (3, {"completed": 1}, 0, 24, "4e3453f9-129a-4da9-bc25-a287453d58d9"),
+    STREAM: (3, {"completed": 1}, 0, 21, "4e3453f9-129a-4da9-bc25-a287453d58d9"),
 }
+CHILDREN = {
+    SESSION: [
+        # the two sidechains, linked by the Task prompt their first line repeats
+        ("6340ddef-f656-4b72-a065-82390f637678", "toolu_014YF9TXhDRR7BnpasNJ7gjC", 6,
+         {"completed": 2}, 7),
+        ("83e2917c-8940-4df6-a5a5-f2514f0d08c5", "toolu_01LKfUwrsnof18CpWZQcJH44", 14,
+         {"completed": 5, "failed": 1}, 15),
+    ],
+    REDACTED: [],
+    # parent_tool_use_id names the Agent call
+    STREAM: [("toolu_01RmLUJdhjTMn56TnF9cMamW", "toolu_01RmLUJdhjTMn56TnF9cMamW", 3,
+              {"completed": 1}, 3)],
+}  # fmt: skip
 
 
 def counts(conversation: Conversation) -> tuple[int, dict[str, int], int, int]:
@@ -59,17 +74,26 @@ def test_claude_corpus_file(corpus: Path, user: User, name: str) -> None:
     assert (code, err) == (0, "")
     assert "(claude-code): 1 conversation(s)" in out
     assert "0 unknown record(s)" in out
-    conversation = Conversation.objects.get(owner=user)
+    conversation = Conversation.objects.get(owner=user, parent__isnull=True)
     assert (conversation.source, conversation.external_id) == ("claude-code", key)
     assert counts(conversation) == (messages, calls, injected, records)
-    results = DisplayMessage.objects.filter(conversation=conversation, content_type="tool_result")
-    assert all(r.tool_call_id is not None and not r.metadata for r in results)
-    assert conversation.status == "idle"
-    assert_counters_match_rows(conversation)
-    before = (conversation.last_event_seq, counts(conversation))
+    children = list(conversation.children.order_by("parent_created_event_seq"))
+    assert [(c.external_id, c.parent_call_id, *counts(c)[:2], counts(c)[3]) for c in children] == [
+        (f"{key}/{agent}", call, *rest)
+        for agent, call, *rest in CHILDREN[name]  # type: ignore[misc]
+    ]
+    everything = [conversation, *children]
+    for each in everything:
+        results = DisplayMessage.objects.filter(conversation=each, content_type="tool_result")
+        assert all(r.tool_call_id is not None and not r.metadata for r in results)
+        assert each.status == "idle"
+        assert_counters_match_rows(each)
+    before = [(c.last_event_seq, counts(c)) for c in everything]
     assert run(corpus / name, "--owner", user.username)[0] == 0
-    conversation.refresh_from_db()
-    assert (conversation.last_event_seq, counts(conversation)) == before
+    for each in everything:
+        each.refresh_from_db()
+    assert [(c.last_event_seq, counts(c)) for c in everything] == before
+    assert Conversation.objects.count() == len(everything)
 
 
 def test_session_follows_the_main_chain_and_merges_split_responses(
@@ -80,7 +104,8 @@ def test_session_follows_the_main_chain_and_merges_split_responses(
     main = [line for line in lines if line["type"] in ("user", "assistant")]
     sidechain = [line for line in main if line["isSidechain"]]
     assert len(sidechain) == 22  # two subagent chains (roots on lines 16 and 26)
-    record = list(Message.objects.order_by("position"))
+    top = Conversation.objects.get(parent__isnull=True)
+    record = list(Message.objects.filter(conversation=top).order_by("position"))
     ids = [m.message_id for m in record]
     # the main chain in parentUuid order: each line's parent came before it
     expected: list[str] = []
@@ -108,46 +133,64 @@ def test_session_follows_the_main_chain_and_merges_split_responses(
     assert merged.extra["model"].startswith("claude")
     sidechain_uuids = {line["uuid"] for line in sidechain}
     assert not sidechain_uuids & set(ids)
-    kept = {json.loads(r.raw)["uuid"] for r in SourceRecord.objects.all()}
-    assert sidechain_uuids <= kept
+    kept = {json.loads(r.raw)["uuid"] for r in SourceRecord.objects.filter(conversation=top)}
+    assert not sidechain_uuids & kept
+    # each sidechain is the record and source records of its child, in file order
+    for child in top.children.all():
+        root = child.external_id.rsplit("/", 1)[1]
+        chain = [root]
+        for line in sidechain:
+            if line["parentUuid"] in chain:
+                chain.append(line["uuid"])
+        stored = SourceRecord.objects.filter(conversation=child).order_by("line_number")
+        assert [json.loads(r.raw)["uuid"] for r in stored] == chain
+        first = Message.objects.get(conversation=child, position=1)
+        assert (first.message_id, first.role) == (root, "user")
 
 
 def test_session_errors_and_injected_lines(corpus: Path, user: User) -> None:
     assert run(corpus / SESSION, "--owner", user.username)[0] == 0
-    failed = ToolCall.objects.filter(status="failed").order_by("name")
+    top = Conversation.objects.get(parent__isnull=True)
+    failed = ToolCall.objects.filter(conversation=top, status="failed").order_by("name")
     assert [c.name for c in failed] == ["Edit", "Task"]
+    # the subagent's failed Bash is its own conversation's
+    [bash] = ToolCall.objects.filter(status="failed").exclude(conversation=top)
+    assert (bash.name, bash.conversation.parent_id) == ("Bash", top.pk)
     result = Message.objects.get(tool_call_id="toolu_018t5jce2ZNoGr2ADsHGQife")
     assert result.is_error is True
     meta = Message.objects.get(message_id="e3b9327b-507e-4eca-b3cd-6a1fdabfc1fc")
     assert meta.extra["injected"] is True
     notice = DisplayMessage.objects.get(message=meta)
     assert (notice.message_type, notice.content_type) == ("system", "notification")
-    conversation = Conversation.objects.get()
+    conversation = top
     # docs/formats.md "Titles": the slash command typed, without its wrappers
     assert conversation.title.startswith("/orchestrator @CLAUDE.md ")
     # the slash command typed (its expansion is injected) and the 3 assistant messages with text
     assert conversation.transcript_count == 1 + 3
 
 
-def test_stream_json_keeps_subagent_lines_and_the_result_line(corpus: Path, user: User) -> None:
+def test_stream_json_subagent_is_a_child_and_the_result_line_ends_the_run(corpus, user):
     assert run(corpus / STREAM, "--owner", user.username)[0] == 0
-    record = list(Message.objects.order_by("position"))
+    top = Conversation.objects.get(parent__isnull=True)
+    record = list(Message.objects.filter(conversation=top).order_by("position"))
     first = record[0]
     assert first.message_id == "msg_01QoWnPzFoQtmAvhRBUjxU4j"
     assert [b["type"] for b in first.content] == ["thinking", "text", "tool_call"]
     thinking = DisplayMessage.objects.get(content_type="thinking")
     assert thinking.content["signature"]
-    call = ToolCall.objects.get()
+    call = ToolCall.objects.get(conversation=top)
     assert (call.name, call.call_id) == ("Agent", "toolu_01RmLUJdhjTMn56TnF9cMamW")
     assert record[-1].content[0]["text"].startswith("There are **21**")
-    types = sorted(r.record_type for r in SourceRecord.objects.all())
+    types = sorted(r.record_type for r in SourceRecord.objects.filter(conversation=top))
     assert types.count("result") == 1
-    assert types.count("user") == 3  # two from the subagent, kept only
-    subagent = [
-        json.loads(r.raw)
-        for r in SourceRecord.objects.filter(record_type__in=["user", "assistant"])
-    ]
-    assert sum(1 for line in subagent if line.get("parent_tool_use_id")) == 3
+    assert types.count("user") == 1  # the result of the Agent call
+    [child] = top.children.all()
+    assert child.parent_call_id == call.call_id
+    assert child.title == "Count .rs files in directory"  # the Agent call's description
+    lines = [json.loads(r.raw) for r in SourceRecord.objects.filter(conversation=child)]
+    assert [line.get("parent_tool_use_id") for line in lines] == [call.call_id] * 3
+    assert [m.role for m in child.messages.order_by("position")] == ["user", "assistant", "tool"]
+    assert ToolCall.objects.get(conversation=child).name == "Bash"
 
 
 def test_stream_json_error_result_is_the_runs_error(
@@ -158,11 +201,11 @@ def test_stream_json_error_result_is_the_runs_error(
     last.update(subtype="error_max_turns", is_error=True, result="")
     path = write_lines(tmp_path / "err.jsonl", *lines[:-1], json.dumps(last))
     assert run(path, "--owner", user.username)[0] == 0
-    conversation = Conversation.objects.get()
+    conversation = Conversation.objects.get(parent__isnull=True)
     assert conversation.status == "error"
     [error] = DisplayMessage.objects.filter(content_type="error")
     assert error.content["error_type"] == "error_max_turns"
-    assert Message.objects.count() == 3
+    assert Message.objects.filter(conversation=conversation).count() == 3
     assert run(path, "--owner", user.username)[0] == 0
     assert DisplayMessage.objects.filter(content_type="error").count() == 1
 

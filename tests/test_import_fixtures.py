@@ -50,6 +50,14 @@ class Expected:
     read: int | None = None  # messages read, when a duplicate makes it more than `messages`
     status: str = "idle"
     extra: dict[str, object] = field(default_factory=dict)
+    #: the child conversations of subagents, in the order they began: (record messages, tool
+    #: calls by status, source records, the launching call id or "")
+    children: tuple[tuple[int, dict[str, int], int, str], ...] = ()
+
+    @property
+    def all_messages(self) -> int:
+        """Record messages of the conversation and its children."""
+        return self.messages + sum(child[0] for child in self.children)
 
 
 EXPECTED = {
@@ -78,30 +86,33 @@ EXPECTED = {
         transcript=4,
         read=9,
     ),
-    # main chain only: one response split over three lines merged, four tool results (one an
-    # error), an isMeta line and a <system-reminder> line injected, a subagent's sidechain kept
-    # only, a second root, and every other line type kept.
+    # main chain: one response split over three lines merged, four tool results (one an
+    # error), an isMeta line and a <system-reminder> line injected, a second root, and every other
+    # line type kept; a subagent's sidechain is a child of the session, linked to the Task call
+    # whose prompt its first line repeats.
     CLAUDE_SESSION: Expected(
         "claude-code",
         "3c6d9e10-2b6f-4c1a-9f0e-4a8b2c6d1e01",
         messages=13,
         calls={"completed": 3, "failed": 1},
         results=4,
-        records=25,
+        records=21,
         unknown=1,
         injected=2,
         transcript=6,
+        children=((4, {"completed": 1}, 4, "toolu_fixture_task"),),
     ),
     # thinking + text + the Agent call merged by message.id, its result, the answer; the
-    # subagent's lines (parent_tool_use_id) kept only; the result line ends the run.
+    # subagent's lines (parent_tool_use_id) are its child; the result line ends the run.
     "claude_code/stream_json.jsonl": Expected(
         "claude-code",
         "9b2f4e71-0c3a-4d5e-8f60-71829304a5b6",
         messages=3,
         calls={"completed": 1},
         results=1,
-        records=14,
+        records=11,
         transcript=2,
+        children=((3, {"completed": 1}, 3, "toolu_stream_agent"),),
     ),
     # response_item lines only (event_msg echoes kept, not read): developer and environment
     # context injected, reasoning, a function call, an MCP call whose output is JSON text, a
@@ -206,13 +217,14 @@ def test_fixture_imports_with_hand_counted_rows(name: str, user: User) -> None:
     expected = EXPECTED[name]
     code, out, err = run(FIXTURES / name, "--owner", user.username)  # --format auto
     assert (code, err) == (0, "")
-    read = expected.read if expected.read is not None else expected.messages
+    read = expected.read if expected.read is not None else expected.all_messages
+    children = f" and {len(expected.children)} child(ren)" if expected.children else ""
     assert (
-        f"({expected.source}): 1 conversation(s), {expected.messages} message(s) added of "
-        f"{read} read, {expected.unknown} unknown record(s) kept, {expected.open_calls} open "
-        "call(s) interrupted, 0 refused"
+        f"({expected.source}): 1 conversation(s){children}, {expected.all_messages} message(s) "
+        f"added of {read} read, {expected.unknown} unknown record(s) kept, "
+        f"{expected.open_calls} open call(s) interrupted, 0 refused"
     ) in out
-    conversation = Conversation.objects.get(owner=user)
+    conversation = Conversation.objects.get(owner=user, parent__isnull=True)
     assert conversation.source == expected.source
     if expected.key is not None:
         assert conversation.external_id == expected.key
@@ -235,12 +247,21 @@ def test_fixture_imports_with_hand_counted_rows(name: str, user: User) -> None:
     for call in ToolCall.objects.filter(conversation=conversation, status="interrupted"):
         assert call.interrupt_reason == "log_ended"
     assert_counters_match_rows(conversation)
+    children = list(conversation.children.order_by("parent_created_event_seq", "created_at"))
+    found = [
+        (c.record_length, counts(c)["calls"], counts(c)["records"], c.parent_call_id)
+        for c in children
+    ]
+    assert found == list(expected.children)
+    for child in children:
+        assert child.owner_id == user.pk
+        assert_counters_match_rows(child)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_imported_again_adds_nothing(name: str, user: User) -> None:
     assert run(FIXTURES / name, "--owner", user.username)[0] == 0
-    conversation = Conversation.objects.get(owner=user)
+    conversation = Conversation.objects.get(owner=user, parent__isnull=True)
     before = (conversation.last_event_seq, counts(conversation), DisplayMessage.objects.count())
     code, out, err = run(FIXTURES / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -251,14 +272,14 @@ def test_fixture_imported_again_adds_nothing(name: str, user: User) -> None:
     conversation.refresh_from_db()
     after = (conversation.last_event_seq, counts(conversation), DisplayMessage.objects.count())
     assert after == before
-    assert Conversation.objects.count() == 1
+    assert Conversation.objects.count() == 1 + len(EXPECTED[name].children)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_export_round_trips(name: str, make_user: MakeUser) -> None:
     owner, other = make_user(), make_user()
     assert run(FIXTURES / name, "--owner", owner.username)[0] == 0
-    conversation = Conversation.objects.get(owner=owner)
+    conversation = Conversation.objects.get(owner=owner, parent__isnull=True)
     first = export(conversation)
     assert len(first.splitlines()) == EXPECTED[name].messages
     copy = reimport(other, first, "murmur")
@@ -315,7 +336,12 @@ def test_murmur_lines_come_back_byte_for_byte(user: User) -> None:
 def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user: User) -> None:
     path = FIXTURES / CLAUDE_SESSION
     assert run(path, "--owner", user.username)[0] == 0
-    ids = list(Message.objects.order_by("position").values_list("message_id", flat=True))
+    top = Conversation.objects.get(parent__isnull=True)
+    ids = list(
+        Message.objects.filter(conversation=top)
+        .order_by("position")
+        .values_list("message_id", flat=True)
+    )
     assert ids == [
         "u-0001",
         "u-0002",
@@ -341,29 +367,36 @@ def test_claude_session_main_chain_merges_and_keeps_the_sidechain(user: User) ->
     failed = ToolCall.objects.get(status="failed")
     assert failed.name == "Edit"
     assert Message.objects.get(tool_call_id=failed.call_id).is_error is True
-    sidechain = {json.loads(r.raw).get("uuid") for r in SourceRecord.objects.all()}
-    assert {"s-0009", "s-0010", "s-0011", "s-0012"} <= sidechain
-    assert not ToolCall.objects.filter(call_id="toolu_fixture_side").exists()
+    # the sidechain is a child of the session, launched by the Task call with its prompt
+    [child] = top.children.all()
+    assert (child.external_id, child.parent_call_id) == (
+        f"{top.external_id}/s-0009",
+        "toolu_fixture_task",
+    )
+    sidechain = [json.loads(r.raw).get("uuid") for r in child.source_records.order_by("id")]
+    assert sidechain == ["s-0009", "s-0010", "s-0011", "s-0012"]
+    assert ToolCall.objects.get(call_id="toolu_fixture_side").conversation == child
+    assert child.title == "Find duplicate recipes"  # the Task call's description
     # docs/formats.md "Titles": the fixture's summary of this session outranks the first prompt
-    assert Conversation.objects.get().title == "Tidy the recipe index"
+    assert top.title == "Tidy the recipe index"
 
 
 def test_claude_stream_json_thinking_subagent_and_result(user: User) -> None:
     assert run(FIXTURES / "claude_code/stream_json.jsonl", "--owner", user.username)[0] == 0
-    first = Message.objects.order_by("position").first()
+    top = Conversation.objects.get(parent__isnull=True)
+    first = Message.objects.filter(conversation=top).order_by("position").first()
     assert first is not None
     assert first.message_id == "msg_stream_A1"
     assert [b["type"] for b in first.content] == ["thinking", "text", "tool_call"]
     thinking = DisplayMessage.objects.get(content_type="thinking")
     assert thinking.content["signature"] == "Zml4dHVyZS1zaWduYXR1cmU="
-    call = ToolCall.objects.get()
+    call = ToolCall.objects.get(conversation=top)
     assert (call.name, call.call_id, call.status) == ("Agent", "toolu_stream_agent", "completed")
-    subagent = [
-        json.loads(r.raw)
-        for r in SourceRecord.objects.filter(record_type__in=["user", "assistant"])
-    ]
-    assert sum(1 for line in subagent if line.get("parent_tool_use_id")) == 3
-    assert SourceRecord.objects.filter(record_type="result").count() == 1
+    [child] = top.children.all()
+    assert (child.parent_call_id, child.title) == ("toolu_stream_agent", "Check links")
+    subagent = [json.loads(r.raw) for r in child.source_records.all()]
+    assert [line.get("parent_tool_use_id") for line in subagent] == [call.call_id] * 3
+    assert SourceRecord.objects.filter(record_type="result", conversation=top).count() == 1
 
 
 def test_codex_rollout_injected_reasoning_and_argument_shapes(user: User) -> None:
@@ -526,9 +559,14 @@ def test_fixture_followed_from_stdin(
     finally:
         signals.delta.disconnect(receive)
     assert (code, err) == (0, "")
-    assert Message.objects.count() == messages
+    conversation = Conversation.objects.get(parent__isnull=True)
+    assert Message.objects.filter(conversation=conversation).count() == messages
     assert len(sent) == deltas
-    conversation = Conversation.objects.get()
     assert_counters_match_rows(conversation)
     imported = counts(conversation)
     assert imported["calls"] == EXPECTED[name].calls
+    # live, a subagent runs while its lines come and is done when its call's result comes
+    for child in conversation.children.all():
+        assert_counters_match_rows(child)
+        assert child.status == "idle"
+        assert child.record_length == EXPECTED[name].children[0][0]

@@ -1,5 +1,5 @@
 """Whole folders, incrementally (docs/formats.md "Whole folders"): recursion with a format per
-file, subagent logs skipped, the end table, unchanged files skipped unparsed, appended files read
+file, subagent logs imported as children of their session, the end table, unchanged files skipped unparsed, appended files read
 from where the last import ended, replaced files read whole, ``--follow`` on folders."""
 
 from __future__ import annotations
@@ -77,14 +77,25 @@ def test_a_folder_imports_every_file_in_its_own_format(tmp_path: Path, user: Use
     assert code == 1  # settings.jsonl is not a log: refused, everything else imported
     assert "settings.jsonl: refused whole: cannot tell the format" in err
     assert "6 file(s)" in out
-    assert "agent-a1.jsonl: a Claude Code subagent log" in out
-    assert "agent-3f9a1c2e.jsonl: a Claude Code subagent log" in out
     table = out[out.index("6 file(s)") :]
     assert "imported   claude-code" in table and "imported   codex" in table
-    assert "skipped    -" in table and "refused    -" in table
-    titles = sorted(Conversation.objects.filter(owner=user).values_list("title", flat=True))
+    assert "refused    -" in table and "skipped" not in table
+    # subagent logs come after the other files of their folder, their session first
+    rows = [line.split()[-1] for line in table.splitlines()[2:]]
+    assert rows.index(next(r for r in rows if r.endswith("agent-3f9a1c2e.jsonl"))) > rows.index(
+        next(r for r in rows if r.endswith("agent-history-export.jsonl"))
+    )
+    top = Conversation.objects.filter(owner=user, parent__isnull=True)
+    titles = sorted(top.values_list("title", flat=True))
     assert titles == ["Exported history", "Garden beds", "List the beds"]
-    assert ImportedSource.objects.filter(owner=user).count() == 3  # the refused one is not kept
+    # docs/formats.md "Subagents": each subagent log is a child of the session its lines name
+    garden = top.get(title="Garden beds")
+    children = garden.children.order_by("title")
+    assert [(c.title, c.external_id) for c in children] == [
+        ("Count packets", f"{garden.external_id}/a1"),
+        ("Count seeds", f"{garden.external_id}/3f9a1c2e"),
+    ]
+    assert ImportedSource.objects.filter(owner=user).count() == 5  # the refused one is not kept
 
 
 def test_a_rerun_skips_unchanged_files_without_parsing_them(
@@ -100,8 +111,8 @@ def test_a_rerun_skips_unchanged_files_without_parsing_them(
     monkeypatch.setattr(registry, "make_parser", no_parsing)
     code, out, err = run(tmp_path, "--owner", user.username)
     assert (code, err) == (0, "")
-    assert "3 unchanged" in out
-    assert out.count("  unchanged  ") == 3
+    assert "5 unchanged" in out
+    assert out.count("  unchanged  ") == 5
     assert [(c.pk, c.last_event_seq) for c in Conversation.objects.order_by("pk")] == before
 
 
@@ -160,10 +171,10 @@ def test_an_appended_file_is_read_from_where_the_last_import_ended(
     assert seen["lines"] == [lines_before + 1, lines_before + 2, lines_before + 3]
     assert seen["resume"][0]["key"]
     assert "3 line(s) appended since the last import" in out
-    [conversation] = Conversation.objects.filter(owner=user)
+    [conversation] = Conversation.objects.filter(owner=user, parent__isnull=True)
     assert Message.objects.filter(conversation=conversation).count() == 5
     assert ToolCall.objects.get(conversation=conversation).status == "completed"
-    source = ImportedSource.objects.get(owner=user)
+    source = ImportedSource.objects.get(owner=user, path=str(path.resolve()))
     assert (source.offset, source.line) == (path.stat().st_size, lines_before + 3)
     assert_counters_match_rows(conversation)
 
@@ -202,7 +213,7 @@ def test_a_replaced_or_truncated_file_is_read_whole_again(
     assert code == 0
     assert seen["lines"] == [1] and seen["resume"] == [None]
     assert "changed since the last import, read whole again" in out
-    assert Conversation.objects.filter(owner=user).count() == 2
+    assert Conversation.objects.filter(owner=user, parent__isnull=True).count() == 2
 
 
 def test_a_torn_last_line_is_read_again_once_complete(tmp_path: Path, user: User) -> None:
@@ -241,10 +252,10 @@ def test_what_was_read_is_kept_per_owner_and_goes_with_the_owner(
     assert run(tmp_path, "--owner", alice.username)[0] == 0
     code, out, _ = run(tmp_path, "--owner", bob.username)
     assert code == 0 and "unchanged" not in out  # bob's import does not reuse alice's
-    assert ImportedSource.objects.filter(owner=bob).count() == 3
+    assert ImportedSource.objects.filter(owner=bob).count() == 5
     alice.delete()
     assert ImportedSource.objects.filter(owner_id=alice.pk).count() == 0
-    assert ImportedSource.objects.count() == 3
+    assert ImportedSource.objects.count() == 5
 
 
 def test_many_files_end_with_a_table_per_status(tmp_path: Path, user: User) -> None:
@@ -283,7 +294,7 @@ def test_stdin_beside_a_folder(tmp_path: Path, user: User) -> None:
     code, out, _ = run(tmp_path / "home", "-", "--owner", user.username, stdin=io.BytesIO(data))
     assert code == 0
     assert "<stdin> (codex): 1 conversation(s)" in out
-    assert Conversation.objects.filter(owner=user).count() == 4
+    assert Conversation.objects.filter(owner=user, parent__isnull=True).count() == 4
 
 
 class FolderWatcher:

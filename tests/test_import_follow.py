@@ -142,20 +142,24 @@ def test_follow_stdin_until_it_ends(
 
 
 @pytest.mark.parametrize(
-    ("name", "messages", "calls"),
+    ("name", "messages", "calls", "children"),
     [
-        ("claude_code_stream_json/explore_count_files.jsonl", 3, 1),
-        ("codex_exec_jsonl/multi_command.jsonl", 9, 3),
+        # the subagent (parent_tool_use_id) is a child: 3 messages, 1 call of its own
+        ("claude_code_stream_json/explore_count_files.jsonl", 3, 1, [(3, 1)]),
+        ("codex_exec_jsonl/multi_command.jsonl", 9, 3, []),
     ],
 )
-def test_follow_other_live_streams(
-    corpus: Path, user: User, name: str, messages: int, calls: int
-) -> None:
+def test_follow_other_live_streams(corpus, user, name, messages, calls, children):
     data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")
-    assert Message.objects.count() == messages
-    assert ToolCall.objects.filter(status="completed").count() == calls
+    top = Conversation.objects.get(parent__isnull=True)
+    assert Message.objects.filter(conversation=top).count() == messages
+    assert ToolCall.objects.filter(conversation=top, status="completed").count() == calls
+    found = [(c.record_length, c.tool_call_count) for c in top.children.all()]
+    assert found == children
+    # live, the subagent ran while its lines came and is done when its call's result came
+    assert {c.status for c in top.children.all()} <= {"idle"}
 
 
 def test_follow_refuses_a_line_that_is_not_utf8_and_keeps_the_rest(

@@ -1,6 +1,7 @@
 """docs/formats.md line-kind tables, one test per row: each row's line kind, after a prompt and an
 answer of our own, lands where the table says (a prompt, an answer, a result, a notice in the
-record, a notice, the title, a source record, a subagent's line, unknown). A test reads the tables
+record, a notice, the title, a source record, a subagent's line in its child conversation,
+unknown). A test reads the tables
 and checks that every row has its case here and every case its row."""
 
 from __future__ import annotations
@@ -177,10 +178,17 @@ def source() -> Landing:
     return Landing(check, "source record")
 
 
-def subagent() -> Landing:
+def subagent(call_id: str = "") -> Landing:
+    """docs/formats.md "Subagents": nothing in the session; the line in a child of it."""
+
     def check(r: Result) -> None:
         assert r.new == []
-        assert "subagent line(s) kept as source records" in r.out
+        assert "subagent line(s) in child conversations" in r.out
+        [child] = Conversation.objects.filter(parent=r.conversation)
+        assert child.parent_call_id == call_id
+        assert child.owner_id == r.conversation.owner_id
+        assert child.record_length == 1
+        assert SourceRecord.objects.filter(conversation=child).count() == 1
 
     return Landing(check, "subagent")
 
@@ -628,7 +636,7 @@ STREAM: dict[str, Case] = {
                 },
             )
         ],
-        subagent(),
+        subagent("toolu_task"),
     ),
     "`result` · `success`": stream_case(
         [stream_line("result", subtype="success", is_error=False, result="Sure, let's start.")],
@@ -1070,19 +1078,22 @@ def test_line_kind_lands_where_the_table_says(
     path = write_jsonl(tmp_path / "log.jsonl", lines)
     code, out, err = run(path, "--owner", user.username)
     assert code == 0, err
-    [conversation] = Conversation.objects.filter(owner=user)
+    [conversation] = Conversation.objects.filter(owner=user, parent__isnull=True)
     base = _base_messages(table, row)
     base_rows = DisplayMessage.objects.filter(
         conversation=conversation, message__position__lte=base
     ).count()
     landing.check(Result(conversation, base, base_rows, out))
-    assert SourceRecord.objects.filter(conversation=conversation).count() == len(lines)
-    assert_counters_match_rows(conversation)
+    assert SourceRecord.objects.filter(conversation__owner=user).count() == len(lines)
+    everything = list(Conversation.objects.filter(owner=user).order_by("pk"))
+    for each in everything:
+        assert_counters_match_rows(each)
     # importing again adds nothing
-    before = conversation.last_event_seq
+    before = [c.last_event_seq for c in everything]
     assert run(path, "--owner", user.username, "--reread")[0] == 0
-    conversation.refresh_from_db()
-    assert conversation.last_event_seq == before
+    assert [c.last_event_seq for c in Conversation.objects.filter(owner=user).order_by("pk")] == (
+        before
+    )
 
 
 def _base_messages(table: str, row: str) -> int:

@@ -44,11 +44,30 @@ def test_muse_ids_are_stable_however_the_journal_is_cut(corpus: Path) -> None:
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_kept_only(corpus: Path) -> None:
+def test_claude_stream_subagent_lines_are_a_child_conversation(corpus):
     lines = (corpus / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
-    parsed = [i for i in items if isinstance(i, Parsed)]
-    assert [i.line for i in parsed] == [12, 22, 23]
+    session = "4e3453f9-129a-4da9-bc25-a287453d58d9"
+    call = "toolu_01RmLUJdhjTMn56TnF9cMamW"
+    where: list[tuple[str, int | None]] = []
+    key = None
+    for item in items:
+        if isinstance(item, Begin):
+            key = item.key
+            if item.parent is not None:
+                assert (item.parent, item.call_id) == (session, call)
+        elif isinstance(item, Parsed):
+            where.append((key, item.line))
+    child = f"{session}/{call}"
+    # the Agent call's answer is written before its subagent begins
+    assert where == [
+        (session, 12),
+        (child, 16),
+        (child, 18),
+        (child, 19),
+        (session, 22),
+        (session, 23),
+    ]
     assert all(not isinstance(i, Problem) for i in items)
 
 

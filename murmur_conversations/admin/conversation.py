@@ -57,6 +57,8 @@ from murmur_conversations.selectors import feedback_counts, held_condition
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
+#: Children listed on a parent's page; the rest are a link to the list of its children.
+CHILDREN_SHOWN: Final = 50
 
 
 def _has_feedback(rating: int) -> Exists:
@@ -118,7 +120,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         ("created_at", admin.DateFieldListFilter),
     )
     list_defer = ("metadata", "pending_ask")
-    link_lookups = frozenset({"owner__id__exact"})
+    link_lookups = frozenset({"owner__id__exact", "parent__id__exact"})
     search_fields = ("=id",)  # shows the search box; get_search_results does the work
     search_help_text = "Exact conversation id, exact owner username or email, or title prefix."
     raw_id_fields = ("owner", "forked_from")
@@ -135,6 +137,10 @@ class ConversationAdmin(ReadOnlyAdmin):
                     "pending_ask_event_seq",
                 )
             },
+        ),
+        (
+            "Subagents",
+            {"fields": ("parent_link", "parent_call_id", "children_list")},
         ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
         (
@@ -163,6 +169,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         "archived_text",
         "tag_links",
         "feedback_total",
+        "parent_link",
+        "children_list",
     )
     actions = ("export_murmur_jsonl", "delete_selected")
 
@@ -311,6 +319,51 @@ class ConversationAdmin(ReadOnlyAdmin):
     def metadata_pretty(self, obj: Conversation) -> SafeString:
         """The metadata as indented JSON."""
         return pre(obj.metadata)
+
+    @admin.display(description="parent")
+    def parent_link(self, obj: Conversation) -> SafeString | str:
+        """The conversation that launched this one (a subagent's parent), linked; "-" for a
+        top-level conversation (docs/admin.md "Subagents")."""
+        if obj.parent_id is None:
+            return "-"
+        return format_html(
+            '<a href="{}">{}</a>', self.url_for("conversation", obj.parent_id), obj.parent_id
+        )
+
+    @admin.display(description="children")
+    def children_list(self, obj: Conversation) -> SafeString | str:
+        """The first ``CHILDREN_SHOWN`` children, oldest first, each linked with the call that
+        launched it, its status and steps; the rest through the conversation list (one query,
+        none without children: ``child_count``)."""
+        if obj.child_count == 0:
+            return "-"
+        children = list(
+            Conversation.objects.filter(parent_id=obj.pk)
+            .order_by("parent_created_event_seq", "pk")
+            .only("pk", "title", "status", "parent_call_id", "tool_call_count")[:CHILDREN_SHOWN]
+        )
+        items = format_html_join(
+            "",
+            '<li><a href="{}">{}</a> · {} · {} step(s){}</li>',
+            (
+                (
+                    self.url_for("conversation", child.pk),
+                    Truncator(child.title or str(child.pk)).chars(80),
+                    child.status,
+                    child.tool_call_count,
+                    format_html(" · call {}", child.parent_call_id) if child.parent_call_id else "",
+                )
+                for child in children
+            ),
+        )
+        query = urlencode({"parent__id__exact": str(obj.pk)})
+        every = format_html(
+            '<a href="{}?{}">all {} in the conversation list</a>',
+            self.changelist_url("conversation"),
+            query,
+            obj.child_count,
+        )
+        return format_html("<ul>{}</ul>{}", items, every)
 
     @admin.display(description="rows")
     def rows(self, obj: Conversation) -> SafeString:

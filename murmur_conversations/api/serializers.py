@@ -51,6 +51,10 @@ class SummarySerializer(serializers.Serializer[Any]):
     tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_CHARS))
     forked_from_id = serializers.UUIDField(allow_null=True)
     forked_at_seq = serializers.IntegerField(min_value=1, allow_null=True)
+    parent_id = serializers.UUIDField(allow_null=True)
+    parent_call_id = serializers.CharField(allow_null=True)
+    child_count = serializers.IntegerField(min_value=0)
+    steps = serializers.IntegerField(min_value=0)
 
 
 class DetailSerializer(SummarySerializer):
@@ -124,6 +128,7 @@ class ToolCallRowSerializer(serializers.Serializer[Any]):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     event_seq = serializers.IntegerField(min_value=0)
+    children = serializers.ListField(child=serializers.UUIDField())
 
 
 def page_serializer(name: str, row: type[serializers.Serializer[Any]]) -> type[Any]:

@@ -26,7 +26,12 @@ from murmur_conversations.api.schema import document
 from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
 from murmur_conversations.models import AccessSurface
 from murmur_conversations.representations import unix_ms
-from murmur_conversations.selectors import conversation_for, conversations_for, transcript
+from murmur_conversations.selectors import (
+    conversation_for,
+    conversations_for,
+    top_level,
+    transcript,
+)
 
 LIST_OP: Final = "session-list"
 TRANSCRIPT_OP: Final = "session-transcript"
@@ -170,7 +175,8 @@ class SessionWireView(AppAPIView):
 
     @staticmethod
     def _sessions(user: Any) -> list[dict[str, Any]]:
-        """agentfootprint ``SessionSummary`` rows of the caller's first 50 conversations."""
+        """agentfootprint ``SessionSummary`` rows of the caller's first 50 top-level conversations
+        (children are reached from their parent, docs/api.md)."""
         return [
             {
                 "sessionId": str(c.pk),
@@ -178,5 +184,5 @@ class SessionWireView(AppAPIView):
                 "format": c.format,
                 "messageCount": c.transcript_count,
             }
-            for c in conversations_for(user)[:LIST_SIZE]
+            for c in top_level(conversations_for(user))[:LIST_SIZE]
         ]

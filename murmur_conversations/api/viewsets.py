@@ -46,6 +46,7 @@ from murmur_conversations.api.pagination import (
     transcript_limit,
 )
 from murmur_conversations.api.params import (
+    query_value,
     read_answer,
     read_archived,
     read_json_object,
@@ -80,10 +81,14 @@ from murmur_conversations.representations import (
 )
 from murmur_conversations.selectors import (
     access_log,
+    children_by_call,
+    children_for,
     conversation_for_hook,
-    conversations_listed,
+    conversations_for,
     feedback_for,
+    organised,
     owned_conversation,
+    top_level,
     transcript,
 )
 
@@ -104,6 +109,13 @@ ARCHIVED_PARAM: Param = (
     "0 (default): archived conversations hidden; 1: only archived ones; all: both.",
 )
 TAG_PARAM: Param = ("tag", str, "query", "Only conversations with this tag.")
+PARENT_PARAM: Param = (
+    "parent",
+    str,
+    "query",
+    "List this conversation's children instead (another user's id lists nothing, like a missing "
+    "one).",
+)
 
 
 def _int_key(key: list[Any] | None, size: int) -> list[int] | None:
@@ -138,26 +150,38 @@ class ConversationViewSet(ConversationScopedViewSet):
     # ------------------------------------------------------------------ conversations
 
     @document(
-        summary="The caller's conversations, pinned first, then saved_at desc, then id desc",
-        params=[*PAGE_PARAMS, ARCHIVED_PARAM, TAG_PARAM],
+        summary=(
+            "The caller's top-level conversations, or one's children; pinned first, then "
+            "saved_at desc, then id desc"
+        ),
+        params=[*PAGE_PARAMS, PARENT_PARAM, ARCHIVED_PARAM, TAG_PARAM],
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
-        """A page of summary rows, pinned first; ``total`` counts the listed conversations. (Not
-        named ``list``: the body is one page object, and schema tools read ``list`` as an array.)
+        """A page of summary rows: the caller's top-level conversations, or with ``?parent=<id>``
+        that conversation's children (none for a foreign, missing or malformed id, alike); pinned
+        first, archived ones only with ``?archived=``, maybe one ``?tag=``; ``total`` counts them.
+        (Not named ``list``: the body is one page object, and schema tools read ``list`` as an
+        array.)
 
         The cursor holds the keyset ``(pinned, saved_at, id)`` of the last row served and the time
         the walk began: later pages leave out conversations saved after it (pinned, unpinned,
         archived, renamed or written to during the walk), which the sidebar stream announces, so a
         walk returns every other row exactly once and none twice (docs/api.md "Organising")."""
+        parent = query_value(request.query_params, "parent")
         archived = read_archived(request.query_params)
         tag = read_tag(request.query_params)
-        binding = CursorBinding(
-            "conversations", str(request.user.pk), (("archived", archived), ("tag", tag or ""))
-        )
+        params: tuple[tuple[str, str], ...] = (("archived", archived), ("tag", tag or ""))
+        if parent is not None:
+            params += (("parent", parent),)
+        binding = CursorBinding("conversations", str(request.user.pk), params)
         key = binding.read(request.query_params.get("cursor"))
         limit = page_limit(request.query_params)
-        listed = conversations_listed(request.user, archived=archived, tag=tag)
+        if parent is None:
+            scoped = top_level(conversations_for(request.user))
+        else:
+            scoped = children_for(request.user, parent)
+        listed = organised(scoped, archived=archived, tag=tag)
         rows = listed
         if key is None:
             walk_start = timezone.now()
@@ -375,7 +399,9 @@ class ConversationViewSet(ConversationScopedViewSet):
             calls = calls.filter(pk__lt=after[0])
         fetched = list(calls.order_by("-pk")[: limit + 1])
         page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda c: [c.pk])
-        return Response(body([tool_call_row(c) for c in page.rows], page, total))
+        launched = children_by_call(self.conversation, list(page.rows))
+        results = [tool_call_row(c, launched.get(c.pk)) for c in page.rows]
+        return Response(body(results, page, total))
 
 
 class AccessLogViewSet(ConversationScopedViewSet):

@@ -39,6 +39,7 @@ from murmur_conversations.importers.records import (
     Delta,
     Item,
     Kept,
+    Link,
     Notice,
     Parsed,
     Parser,
@@ -50,7 +51,6 @@ from murmur_conversations.importers.records import (
     ToolUpdate,
     compact_json,
     excerpt,
-    known,
     prompt_title,
 )
 from murmur_conversations.messages import normalize_message
@@ -68,10 +68,11 @@ T = TypeVar("T")
 @dataclass
 class Outcome:
     """What importing one source did. ``usable`` counts the items that landed (or would, with
-    ``--dry-run``); ``problems`` the refused lines; ``conversations`` the conversation ids;
-    ``unknown_kinds`` the unknown records by kind; ``subagent_lines`` the lines kept for subagents;
-    ``bookkeeping_only`` the lines of keys that had nothing to show (not kept); ``titles`` the
-    titles this import set, per conversation id."""
+    ``--dry-run``); ``problems`` the refused lines; ``conversations`` the conversation ids (children
+    included); ``children`` the ids of child conversations among them; ``unknown_kinds`` the
+    unknown records by kind; ``subagent_lines`` the lines of subagents (kept with their child
+    conversation); ``bookkeeping_only`` the lines of keys that had nothing to show (not kept);
+    ``titles`` the titles this import set, per conversation id."""
 
     messages_added: int = 0
     messages_seen: int = 0
@@ -82,6 +83,7 @@ class Outcome:
     subagent_lines: int = 0
     bookkeeping_only: int = 0
     conversations: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
     unknown_kinds: Counter[str] = field(default_factory=Counter)
     titles: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -108,8 +110,30 @@ def _external_id(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+Held = tuple[dict[str, Any], int | None, datetime | None, bool]
+
+
+@dataclass
+class _Target:
+    """One conversation of a source: its key, its parent's key and launching call (a child's),
+    the conversation once started, and what is held for it until the next write."""
+
+    key: str
+    parent: str | None = None
+    call_id: str | None = None
+    conversation: Conversation | None = None
+    messages: list[Held] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    refused_ids: set[str] = field(default_factory=set)
+    first_time: datetime | None = None  # the first line time of this key
+    title: Title | None = None  # the best title of this key
+    unknown_held: bool = False  # an unknown record of this key: kept whatever comes
+    outside: bool = False  # a parent this source names but gives no line of
+
+
 class _Writer:
-    """Writes the items of one source, one conversation at a time."""
+    """Writes the items of one source: its conversations, children included (docs/formats.md
+    "Subagents"), each held until the items switch to another or the source ends."""
 
     def __init__(
         self,
@@ -130,22 +154,24 @@ class _Writer:
         self.live = live
         self.report = report
         self.outcome = outcome
-        self.key: str | None = None
-        self.conversation: Conversation | None = None
-        self.messages: list[tuple[dict[str, Any], int | None, datetime | None, bool]] = []
-        self.records: list[dict[str, Any]] = []
-        self.refused_ids: set[str] = set()
+        self.targets: dict[str, _Target] = {}
+        self.target: _Target | None = None  # the conversation the items go to now
+        self.links: dict[str, str] = {}  # launching calls learned before their child began
         self.touched: dict[str, Conversation] = {}
         self.max_content = app_settings.max_content_bytes
         self.fallback_time = fallback_time
         self.last_time: datetime | None = None  # the latest line time seen in this source
-        self.first_time: datetime | None = None  # the first line time of the current key
         self.ended_at: dict[str, datetime] = {}  # conversation id -> time of its last item
-        self.title: Title | None = None  # the best title of the current key
         self.created: set[str] = set()  # conversations this import created
         self.previous_titles = previous_titles or {}
         self.final = final
-        self.unknown_held = False  # an unknown record of the current key: kept whatever comes
+
+    @property
+    def current(self) -> _Target:
+        """The target the items go to (there is one once ``Begin`` came; ``handle`` checks)."""
+        if self.target is None:
+            raise RuntimeError("an item came before the parser named its conversation")
+        return self.target
 
     def problem(self, problem: Problem) -> None:
         self.outcome.problems += 1
@@ -160,8 +186,8 @@ class _Writer:
         """The time of an item: its own, else the nearest earlier line's, else the fallback."""
         if at is not None:
             self.last_time = at
-            if self.first_time is None:
-                self.first_time = at
+            if self.target is not None and self.target.first_time is None:
+                self.target.first_time = at
             return at
         return self.last_time or self.fallback_time
 
@@ -169,12 +195,14 @@ class _Writer:
         if isinstance(item, Problem):
             self.problem(item)
         elif isinstance(item, Begin):
-            self.begin(item.key)
-        elif self.key is None:
+            self.begin(item)
+        elif isinstance(item, Link):
+            self.link(item)
+        elif self.target is None:
             self.problem(Problem(None, f"the parser gave {type(item).__name__} before a key"))
         elif isinstance(item, Title):
-            if self.title is None or item.rank >= self.title.rank:
-                self.title = item
+            if self.target.title is None or item.rank >= self.target.title.rank:
+                self.target.title = item
         elif isinstance(item, Parsed):
             self.message(item)
         elif isinstance(item, Kept):
@@ -193,81 +221,160 @@ class _Writer:
         elif isinstance(item, Delta):
             self.delta(item)
 
-    def begin(self, key: str) -> None:
-        self.end_conversation()
-        self.key = _external_id(key)
-        self.conversation = None
-        self.refused_ids.clear()
-        self.first_time = None
-        self.title = None
-        self.unknown_held = False
+    def begin(self, item: Begin) -> None:
+        """Switch to the conversation ``item`` names: what is held for the current one is
+        written first (so writes keep the source's order), and its state is kept for when the
+        items come back to it."""
+        key = _external_id(item.key)
+        if self.target is not None and self.target.key != key:
+            self.flush()
+        target = self.targets.get(key)
+        if target is not None and target.outside:
+            target.outside = False  # its lines came after all
+            if target.conversation is not None and str(target.conversation.pk) not in self.touched:
+                self.touched[str(target.conversation.pk)] = target.conversation
+                self.outcome.conversations.append(str(target.conversation.pk))
+        if target is None:
+            parent = None if item.parent is None else _external_id(item.parent)
+            call_id = item.call_id or self.links.pop(key, None)
+            target = self.targets[key] = _Target(key, parent, call_id)
+        elif item.call_id and item.call_id != target.call_id:
+            self.relink(target, item.call_id)
+        self.target = target
 
-    def best_title(self) -> str:
+    def link(self, item: Link) -> None:
+        """A child's launching call, learned after its lines (or in another source)."""
+        key = _external_id(item.key)
+        target = self.targets.get(key)
+        if target is not None:
+            if item.call_id != target.call_id:
+                self.relink(target, item.call_id)
+            return
+        if self.dry_run:
+            return
+        child = (
+            Conversation.objects.filter(
+                owner=self.owner, source=self.source, external_id=key, parent__isnull=False
+            )
+            .only("pk", "parent_id", "parent_call_id")
+            .first()
+        )
+        if child is None:
+            self.links[key] = item.call_id  # its lines may come later in this source
+        elif child.parent_call_id != item.call_id:
+            self._set_link(child.parent_id, key, item.call_id)
+
+    def relink(self, target: _Target, call_id: str) -> None:
+        """Give ``target`` its launching call: at once when its conversation exists, else when
+        it is started."""
+        if target.call_id:
+            self.problem(
+                Problem(
+                    None,
+                    f"conversation {target.key!r} was launched by call {target.call_id!r}, the "
+                    f"log also says {call_id!r}; the first is kept",
+                )
+            )
+            return
+        target.call_id = call_id
+        if target.conversation is not None and not self.dry_run:
+            self._set_link(target.conversation.parent_id, target.key, call_id)
+
+    def _set_link(self, parent: Any, key: str, call_id: str) -> None:
+        try:
+            _retry(
+                lambda: services.start_conversation(
+                    owner=self.owner,
+                    source=self.source,
+                    external_id=key,
+                    parent=parent,
+                    parent_call_id=call_id,
+                )
+            )
+        except ConversationsError as error:
+            self.problem(Problem(None, f"call {call_id!r} of {key!r} not linked: {error}"))
+
+    def best_title(self, target: _Target) -> str:
         """The best ``Title`` so far, else the first user text held (wrappers removed)."""
-        if self.title is not None and self.title.text:
-            return self.title.text[:255]
+        if target.title is not None and target.title.text:
+            return target.title.text[:255]
         return next(
             (
                 prompt_title(m.get("content"))
-                for m, _, _, _ in self.messages
+                for m, _, _, _ in target.messages
                 if m.get("role") == "user" and not m.get("injected") and not m.get("tool_call_id")
             ),
             "",
         )
 
-    def ensure(self) -> Conversation:
-        """The current conversation, created on its first write, dated by its first line time."""
-        if self.conversation is None:
-            key = known(self.key)
-            title = self.best_title()
-            created_at = self.first_time or self.last_time or self.fallback_time
-            before = Conversation.objects.filter(
-                owner=self.owner, source=self.source, external_id=key
-            ).exists()
-            self.conversation = _retry(
-                lambda: services.start_conversation(
-                    owner=self.owner,
-                    title=title,
-                    source=self.source,
-                    external_id=key,
-                    created_at=created_at,
-                )
+    def ensure(self, target: _Target | None = None) -> Conversation:
+        """The conversation of ``target`` (default: the current one), started on its first write
+        and dated by its first line time; a child's parent is started first (created empty when
+        this source never gave its lines: a subagent's log imported before its session)."""
+        target = target or self.current
+        if target.conversation is not None:
+            return target.conversation
+        parent: Conversation | None = None
+        if target.parent is not None:
+            above = self.targets.get(target.parent)
+            if above is None:
+                above = self.targets[target.parent] = _Target(target.parent, outside=True)
+            parent = self.ensure(above)
+        key = target.key
+        title = self.best_title(target)
+        created_at = target.first_time or self.last_time or self.fallback_time
+        before = Conversation.objects.filter(
+            owner=self.owner, source=self.source, external_id=key
+        ).exists()
+        conversation = _retry(
+            lambda: services.start_conversation(
+                owner=self.owner,
+                title=title,
+                source=self.source,
+                external_id=key,
+                created_at=created_at,
+                parent=parent,
+                parent_call_id=target.call_id,
             )
-            pk = str(self.conversation.pk)
-            if not before:
-                self.created.add(pk)
-                if title:
-                    rank = self.title.rank if self.title is not None and self.title.text else -1
-                    self.outcome.titles[pk] = (title, rank)
-            if pk not in self.touched:
-                self.touched[pk] = self.conversation
-                self.outcome.conversations.append(pk)
-        return self.conversation
+        )
+        target.conversation = conversation
+        pk = str(conversation.pk)
+        if not before:
+            self.created.add(pk)
+            if title:
+                rank = target.title.rank if target.title is not None and target.title.text else -1
+                self.outcome.titles[pk] = (title, rank)
+        if pk not in self.touched and not target.outside:
+            self.touched[pk] = conversation
+            self.outcome.conversations.append(pk)
+            if parent is not None:
+                self.outcome.children.append(pk)
+        return conversation
 
-    def _exists(self) -> bool:
-        """Whether the current key's conversation exists already."""
+    def _exists(self, target: _Target) -> bool:
+        """Whether the conversation of ``target`` exists already."""
         return Conversation.objects.filter(
-            owner=self.owner, source=self.source, external_id=known(self.key)
+            owner=self.owner, source=self.source, external_id=target.key
         ).exists()
 
-    def end_conversation(self) -> None:
-        """Write what is held for the current key, then give it the best title the log had (a
+    def end_conversation(self, target: _Target) -> None:
+        """Write what is held for ``target``, then give it the best title the log had (a
         ``Title`` item), unless a person has changed the title since an import set it, or an
         import set a title of a higher rank (docs/formats.md "Titles"). Bookkeeping lines of a
         key that gave nothing to show are kept only when its conversation exists already."""
         bookkeeping_only = (
-            self.conversation is None
-            and self.records
-            and not self.messages
+            target.conversation is None
+            and target.records
+            and not target.messages
             and not self.dry_run
-            and not self.unknown_held
+            and not target.unknown_held
         )
-        if bookkeeping_only and not self._exists():
-            self.outcome.bookkeeping_only += len(self.records)
-            self.records = []
-        self.flush(force=True)
-        conversation = self.conversation
-        best = self.title
+        if bookkeeping_only and not self._exists(target):
+            self.outcome.bookkeeping_only += len(target.records)
+            target.records = []
+        self.flush(target, force=True)
+        conversation = target.conversation
+        best = target.title
         if conversation is None or self.dry_run or best is None or not best.text:
             return
         title = best.text[:255]
@@ -285,26 +392,28 @@ class _Writer:
                 lambda: services.update_conversation(conversation=conversation, title=title, at=at)
             )
         except ConversationsError as error:
-            self.problem(Problem(None, f"title of {self.key!r} not set: {error}"))
+            self.problem(Problem(None, f"title of {target.key!r} not set: {error}"))
             return
         self.outcome.titles[pk] = (title, best.rank)
 
     def message(self, item: Parsed) -> None:
+        target = self.current
         try:
             normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
-            self.refused_ids.add(str(item.message.get("id")))
+            target.refused_ids.add(str(item.message.get("id")))
             shown = excerpt(redact(compact_json(item.message)).value)
             self.problem(Problem(item.line, str(error), shown))
             return
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
-        self.messages.append((item.message, item.line, self.time(item.at), item.once))
-        if len(self.messages) >= BATCH:
+        target.messages.append((item.message, item.line, self.time(item.at), item.once))
+        if len(target.messages) >= BATCH:
             self.flush()
 
     def kept(self, item: Kept) -> None:
-        if item.source_key in self.refused_ids:
+        target = self.current
+        if item.source_key in target.refused_ids:
             return  # the raw line of a refused message is not kept either
         if not item.source_key or len(item.source_key) > 255:
             self.problem(Problem(item.line, "source key is empty or longer than 255 characters"))
@@ -313,10 +422,10 @@ class _Writer:
         if item.unknown:
             self.outcome.unknown_kinds[item.kind or item.record_type] += 1
             self.outcome.usable += 1
-            self.unknown_held = True
+            target.unknown_held = True
         if item.subagent is not None:
             self.outcome.subagent_lines += 1
-        self.records.append(
+        target.records.append(
             {
                 "source_key": item.source_key,
                 "line_number": item.line,
@@ -324,30 +433,32 @@ class _Writer:
                 "record_type": item.record_type[:64],
             }
         )
-        if len(self.records) >= BATCH:
+        if len(target.records) >= BATCH:
             self.flush()
 
-    def flush(self, *, force: bool = False) -> None:
-        """Write the held messages and source records in one ``save_messages`` call. Source
-        records alone do not create a conversation: they wait (up to ``HOLD_RECORDS``) for
-        something to show, so a file of bookkeeping lines only does not become an empty
-        conversation (docs/formats.md "What every import does")."""
-        if not self.messages and not self.records:
+    def flush(self, target: _Target | None = None, *, force: bool = False) -> None:
+        """Write the messages and source records held for ``target`` (default: the current one)
+        in one ``save_messages`` call. Source records alone do not create a conversation: they
+        wait (up to ``HOLD_RECORDS``) for something to show, so a file of bookkeeping lines only
+        does not become an empty conversation (docs/formats.md "What every import does")."""
+        target = target or self.target
+        if target is None or (not target.messages and not target.records):
             return
         if self.dry_run:
-            self.messages, self.records = [], []
+            target.messages, target.records = [], []
             return
-        waiting = self.conversation is None and not self.messages and not force
-        if waiting and len(self.records) < HOLD_RECORDS:
+        waiting = target.conversation is None and not target.messages and not force
+        if waiting and len(target.records) < HOLD_RECORDS:
             return
         try:
-            conversation = self.ensure()
+            conversation = self.ensure(target)
         except ConversationsError as error:
-            self.messages, self.records = [], []
-            self.problem(Problem(None, f"conversation {self.key!r} not created: {error}"))
+            target.messages, target.records = [], []
+            self.problem(Problem(None, f"conversation {target.key!r} not created: {error}"))
             return
-        messages, self.messages = self._without_replayed_results(conversation, self.messages), []
-        records, self.records = self.records, []
+        messages = self._without_replayed_results(conversation, target.messages)
+        target.messages = []
+        records, target.records = target.records, []
         before = conversation.record_length
         times = [at for _, _, at, _ in messages]
         stamped = [t for t in times if t is not None]
@@ -375,10 +486,8 @@ class _Writer:
         self.outcome.messages_added += conversation.record_length - before
 
     def _without_replayed_results(
-        self,
-        conversation: Conversation,
-        messages: list[tuple[dict[str, Any], int | None, datetime | None, bool]],
-    ) -> list[tuple[dict[str, Any], int | None, datetime | None, bool]]:
+        self, conversation: Conversation, messages: list[Held]
+    ) -> list[Held]:
         """Drop ``once`` tool results whose call already has a result under another message id
         (a resumed session writing its turns again; docs/formats.md "Replayed turns")."""
         wanted = {str(m.get("tool_call_id")) for m, _, _, once in messages if once}
@@ -404,8 +513,9 @@ class _Writer:
     def mark_time(self, at: datetime | None) -> datetime | None:
         """The time of an item that is written at once, remembered as its conversation's last."""
         when = self.time(at)
-        if when is not None and self.conversation is not None:
-            pk = str(self.conversation.pk)
+        conversation = self.current.conversation
+        if when is not None and conversation is not None:
+            pk = str(conversation.pk)
             self.ended_at[pk] = max(when, self.ended_at.get(pk, when))
         return when
 
@@ -521,10 +631,11 @@ class _Writer:
         )
 
     def close_open_calls(self) -> None:
-        """Calls still ``pending`` or ``executing`` when the log ends: ``interrupted``
-        (``log_ended``, at the time of the conversation's last line), never something that looks
-        live."""
-        self.end_conversation()
+        """Write what is held for every conversation of the source, then calls still ``pending``
+        or ``executing`` when the log ends: ``interrupted`` (``log_ended``, at the time of the
+        conversation's last line), never something that looks live."""
+        for target in list(self.targets.values()):
+            self.end_conversation(target)
         if self.dry_run or not self.final:
             return
         for pk, conversation in self.touched.items():

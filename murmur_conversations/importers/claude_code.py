@@ -47,6 +47,11 @@ class ClaudeCodeParser:
         """Delegate."""
         return self.inner.finish() if self.inner is not None else []
 
+    def subagent_links(self) -> dict[str, str]:
+        """Agent id -> the call that launched it, as far as the lines read tell (for the
+        session's ``subagents/agent-*.jsonl`` files, docs/formats.md "Subagents")."""
+        return dict(self.inner.agents) if self.inner is not None else {}
+
     def snapshot(self) -> dict[str, Any] | None:
         """The inner parser's resume state, and which parser it was."""
         if self.inner is None:

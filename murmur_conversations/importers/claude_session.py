@@ -44,11 +44,13 @@ from murmur_conversations.importers.records import (
     Begin,
     Item,
     Kept,
+    Link,
     Notice,
     ParseContext,
     Parsed,
     Problem,
     SourceLine,
+    StatusChange,
     Subagent,
     Title,
     known,
@@ -113,6 +115,8 @@ CLI_TEXT: Final = (
     ("<ide_selection>", "ide_context"),
 )
 _MESSAGE_SKIP: Final = ("role", "content", "id", "type")
+#: Tools that launch a subagent (Claude Code's ``Task``, named ``Agent`` in newer versions).
+TASK_TOOLS: Final = frozenset({"Task", "Agent"})
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _TAG = re.compile(r"</?[a-z][a-z0-9_-]*>")
@@ -176,11 +180,82 @@ class _Open:
     calls: set[str] = field(default_factory=set)
     results: list[Item] = field(default_factory=list)
     first_block: int = 0  # > 0 when this continues a message an earlier import stored
+    #: The usage the stored part of a continued message carried (counted there already).
+    counted: dict[str, Any] | None = None
+
+
+@dataclass
+class Thread:
+    """One conversation of a session: the main chain (``agent`` None) or a subagent's, with what
+    it needs to merge answers and tell replays (docs/formats.md "Subagents")."""
+
+    agent: str | None = None
+    call_id: str | None = None  # the main chain's call that launched this subagent, when known
+    open: _Open | None = None
+    closed: set[str] = field(default_factory=set)  # assistant message ids given
+    prompts: set[str] = field(default_factory=set)  # identities of the prompts given
+    results: set[str] = field(default_factory=set)  # tool_use ids whose result was given
+    prompt_titled: bool = False
+    answer_titled: bool = False  # stream-json: the first answer gave the title
+    last: dict[str, Any] | None = None  # the last assistant message given: id, blocks, usage
+    continues: dict[str, Any] | None = None
+
+    def state(self) -> dict[str, Any]:
+        """What an import of the lines appended later needs of this thread (JSON-ready)."""
+        return {
+            "call": self.call_id,
+            "prompts": sorted(self.prompts),
+            "prompt_titled": self.prompt_titled,
+            "answer_titled": self.answer_titled,
+            "last": self.last,
+        }
+
+    @classmethod
+    def resumed(cls, agent: str | None, state: Any) -> Thread:
+        """A thread as :meth:`state` left it (an unreadable state starts afresh)."""
+        if not isinstance(state, dict):
+            return cls(agent)
+        call = state.get("call")
+        last = state.get("last")
+        return cls(
+            agent,
+            call if isinstance(call, str) else None,
+            prompts={p for p in state.get("prompts") or () if isinstance(p, str)},
+            prompt_titled=bool(state.get("prompt_titled")),
+            answer_titled=bool(state.get("answer_titled")),
+            continues=last if isinstance(last, dict) else None,
+        )
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def usage_delta(usage: dict[str, Any], counted: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` less what ``counted`` already counted, number by number (nested objects too;
+    other values as ``usage`` has them): the usage of the part of a message stored after a first
+    part that carried ``counted`` (docs/formats.md "Usage")."""
+    out: dict[str, Any] = {}
+    for key, value in usage.items():
+        before = counted.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            if isinstance(value, dict) and isinstance(before, dict):
+                out[key] = usage_delta(value, before)
+            else:
+                out[key] = value
+        elif isinstance(before, int | float) and not isinstance(before, bool):
+            out[key] = value - before
+        else:
+            out[key] = value
+    return out
 
 
 class ClaudeParser:
-    """Shared by session transcripts and stream-json: keys, merging by ``message.id``, replays,
-    line kinds. Subclasses say which field keys a line and which lines a subagent wrote."""
+    """Shared by session transcripts and stream-json: keys, threads (the main chain and each
+    subagent), merging by ``message.id``, replays, line kinds. Subclasses say which field keys a
+    line and which lines a subagent wrote."""
 
     KEY_FIELD = "sessionId"
     KNOWN = KNOWN_TYPES
@@ -192,43 +267,68 @@ class ClaudeParser:
         self.key: str | None = None
         # lines before the first key, with their parsed objects
         self.held_lines: list[tuple[dict[str, Any], SourceLine]] = []
-        self.open: _Open | None = None
-        self.closed: set[str] = set()  # assistant message ids given in this conversation
-        self.prompts: set[str] = set()  # identities of the prompts given
-        self.results: set[str] = set()  # tool_use ids whose result was given
-        self.uuids: set[str] = set()  # line uuids of this conversation (for summary titles)
+        self.main = Thread()
+        self.threads: dict[str, Thread] = {}  # agent id -> its thread
+        self.current: Thread | None = None  # the thread whose Begin was given last
+        self.uuids: set[str] = set()  # main-chain line uuids (for summary titles)
         self.summaries: list[tuple[str, str]] = []  # (leafUuid, summary) waiting for their leaf
-        self.agents: dict[str, str] = {}  # agent id -> the tool_use id that launched it
-        self.prompt_titled = False
-        self.last: dict[str, Any] | None = None  # the last assistant message given: id, blocks
-        self.continues: dict[str, Any] | None = None
+        self.side: dict[str, str] = {}  # sidechain line uuid -> its agent, when lines name none
+        self.links = dict(context.links)  # agent id -> launching call, told by other sources
+        self.agents: dict[str, str] = dict(self.links)  # agent id -> the tool_use that launched it
+        self.tasks: dict[str, list[str]] = {}  # sha256 of a Task prompt -> its call ids, in order
+        self.task_titles: dict[str, str] = {}  # Task call id -> its description
+        self.linked: set[str] = set()  # Task call ids that a subagent of this session names
+        #: Items of other threads that a line gave, given before the line's own.
+        self.spill: list[tuple[Thread, list[Item]]] = []
         resume = context.resume or {}
         if isinstance(resume.get("key"), str):
             self.key = resume["key"]
-            self.prompts = set(resume.get("prompts") or ())
-            self.prompt_titled = bool(resume.get("prompt_titled"))
-            self.continues = resume.get("last") if isinstance(resume.get("last"), dict) else None
-        self.begun = False  # whether Begin was given for self.key
+            self.main = Thread.resumed(None, resume)
+            threads = resume.get("threads")
+            for agent, state in threads.items() if isinstance(threads, dict) else ():
+                if isinstance(agent, str):
+                    self.threads[agent] = Thread.resumed(agent, state)
+            self.side = _str_map(resume.get("side"))
+            self.agents.update(_str_map(resume.get("agents")))
+            tasks = resume.get("tasks")
+            if isinstance(tasks, dict):
+                self.tasks = {
+                    k: [c for c in v if isinstance(c, str)]
+                    for k, v in tasks.items()
+                    if isinstance(k, str) and isinstance(v, list)
+                }
+            self.task_titles = _str_map(resume.get("titles"))
+            self.linked = {c for c in resume.get("linked") or () if isinstance(c, str)}
+        self.begun = False  # whether the key's lines began in this parse
         #: Live (``--follow``): a result closes the answer it answers at once, so it shows now;
         #: further lines of that answer are then stored as its continuation (``<id>:<n>``).
         self.eager = context.live
 
     # ------------------------------------------------------------------ hooks for subclasses
 
-    def subagent(self, value: dict[str, Any]) -> Subagent | None:
-        """The agent a line belongs to, or None for the main conversation (sidechain lines)."""
+    def locate(self, value: dict[str, Any]) -> str | None:
+        """The agent a line belongs to, or None for the main chain: a sidechain line's
+        ``agentId``, else (versions that name none) the root of its ``parentUuid`` chain."""
         if value.get("isSidechain") is not True:
             return None
         agent = _str(value.get("agentId"))
-        return Subagent(agent, self.agents.get(agent) if agent else None)
+        if agent is not None:
+            return agent
+        uuid, parent = _str(value.get("uuid")), _str(value.get("parentUuid"))
+        found = (self.side.get(parent) if parent else None) or uuid or parent or "sidechain"
+        if uuid:
+            self.side[uuid] = found
+        return found
 
-    def other(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
-        """Items of a line that is not a main-chain user or assistant message."""
+    def other(
+        self, thread: Thread, value: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
+        """Items of a line that is not a user or assistant message."""
         kind = value.get("type")
         if kind == "system":
-            return self._system(value, line, at)
+            return self._system(thread, value, line, at)
         if kind == "attachment":
-            return self._attachment(value, line, at)
+            return self._attachment(thread, value, line, at)
         if kind == "ai-title" and _str(value.get("aiTitle")):
             return [Title(value["aiTitle"].strip(), TITLE_GENERATED)]
         if kind == "custom-title" and _str(value.get("customTitle")):
@@ -238,15 +338,13 @@ class ClaudeParser:
         if kind == "progress":
             data = value.get("data")
             if isinstance(data, dict) and data.get("type") == "agent_progress":
-                agent, tool_use = _str(data.get("agentId")), _str(value.get("parentToolUseID"))
-                if agent and tool_use:
-                    self.agents[agent] = tool_use
+                return self._learn(_str(data.get("agentId")), _str(value.get("parentToolUseID")))
         return []
 
     # ------------------------------------------------------------------ lines
 
     def feed(self, line: SourceLine) -> list[Item]:
-        """One line: kept, and read by its kind."""
+        """One line: kept, and read by its kind, in the conversation of its thread."""
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
@@ -259,13 +357,12 @@ class ClaudeParser:
         return out
 
     def finish(self) -> list[Item]:
-        """The merged message still open; lines held for want of a key; summary titles."""
+        """The merged messages still open; lines held for want of a key; summary titles."""
         out: list[Item] = []
         if self.held_lines:
             first = self.held_lines[0][1].text
             out.extend(self._switch(self.fixed or self.stem or sha256_hex(first)))
-        out.extend(self._close())
-        out.extend(self._summary_titles())
+        out.extend(self._close_all())
         return out
 
     def snapshot(self) -> dict[str, Any] | None:
@@ -274,27 +371,61 @@ class ClaudeParser:
             return None
         return {
             "key": self.key,
-            "prompts": sorted(self.prompts),
-            "prompt_titled": self.prompt_titled,
-            "last": self.last,
+            "prompts": sorted(self.main.prompts),
+            "prompt_titled": self.main.prompt_titled,
+            "last": self.main.last,
+            "threads": {agent: thread.state() for agent, thread in self.threads.items()},
+            "side": self.side,
+            "agents": self.agents,
+            "tasks": self.tasks,
+            "titles": self.task_titles,
+            "linked": sorted(self.linked),
         }
+
+    def child_key(self, agent: str) -> str:
+        """The conversation key of a subagent of this session: ``<session key>/<agent id>``."""
+        return f"{known(self.key)}/{agent}"
+
+    def _begin(self, thread: Thread) -> Begin:
+        if thread.agent is None:
+            return Begin(known(self.key))
+        return Begin(self.child_key(thread.agent), known(self.key), thread.call_id)
+
+    def _emit(self, thread: Thread, items: list[Item]) -> list[Item]:
+        """``items`` of ``thread``, after its ``Begin`` when the items were another's."""
+        if not items:
+            return []
+        out: list[Item] = []
+        if self.current is not thread:
+            out.append(self._begin(thread))
+            self.current = thread
+        out.extend(items)
+        return out
+
+    def _close_all(self) -> list[Item]:
+        out: list[Item] = []
+        for thread in (self.main, *self.threads.values()):
+            out.extend(self._emit(thread, self._close(thread)))
+        out.extend(self._emit(self.main, self._summary_titles()))
+        return out
 
     def _switch(self, key: str) -> list[Item]:
         if key == self.key and self.begun:
             return []
         out: list[Item] = []
         if self.key is not None and key != self.key:
-            out.extend(self._close())
-            out.extend(self._summary_titles())
-            self.closed.clear()
-            self.prompts.clear()
-            self.results.clear()
+            out.extend(self._close_all())
+            self.main = Thread()
+            self.threads.clear()
             self.uuids.clear()
-            self.prompt_titled = False
-            self.last = self.continues = None
+            self.side.clear()
+            self.agents = dict(self.links)
+            self.tasks.clear()
+            self.task_titles.clear()
+            self.linked.clear()
+            self.current = None
         self.key = key
         self.begun = True
-        out.append(Begin(key))
         held, self.held_lines = self.held_lines, []
         for value, line in held:
             out.extend(self._read(value, line))
@@ -310,10 +441,16 @@ class ClaudeParser:
     def _read(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
         kind = value.get("type")
         at = parse_time(value.get("timestamp"))
-        uuid = _str(value.get("uuid"))
-        if uuid:
-            self.uuids.add(uuid)
-        subagent = self.subagent(value)
+        agent = self.locate(value)
+        out: list[Item] = []
+        first: list[Item] = []
+        if agent is None:
+            thread = self.main
+            uuid = _str(value.get("uuid"))
+            if uuid:
+                self.uuids.add(uuid)
+        else:
+            thread, out, first = self._enter(agent, value, at)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"
         kept = Kept(
             unknown_key(line.text),
@@ -322,37 +459,134 @@ class ClaudeParser:
             record_type,
             unknown=not isinstance(kind, str) or kind not in self.KNOWN,
             at=at,
-            subagent=subagent,
+            subagent=None if agent is None else Subagent(agent, thread.call_id),
         )
         message = value.get("message")
-        if subagent is not None:
-            return [kept]
+        items: list[Item] = [*first, kept]
         if kind == "assistant" and isinstance(message, dict):
-            return [kept, *self._assistant(value, message, line, at)]
-        if kind == "user" and isinstance(message, dict):
-            return [kept, *self._user(value, message, line, at)]
-        return [kept, *self.other(value, line, at)]
+            items.extend(self._assistant(thread, value, message, line, at))
+        elif kind == "user" and isinstance(message, dict):
+            items.extend(self._user(thread, value, message, line, at))
+        else:
+            items.extend(self.other(thread, value, line, at))
+        spill, self.spill = self.spill, []
+        for other, earlier in spill:
+            out.extend(self._emit(other, earlier))
+        out.extend(self._emit(thread, items))
+        return out
+
+    # ------------------------------------------------------------------ subagents
+
+    def _enter(
+        self, agent: str, value: dict[str, Any], at: datetime | None
+    ) -> tuple[Thread, list[Item], list[Item]]:
+        """The thread of ``agent``; for a new one also the items to give before its line: the
+        main chain's open answer (whose call launched it), then, in its own conversation, the
+        Task's description as its title and, live, the status ``running``. Its launching call:
+        the id the log gives (``agent_progress``, a Task result, another source), else the
+        Task whose prompt is its first prompt (docs/formats.md "Subagents")."""
+        thread = self.threads.get(agent)
+        if thread is not None:
+            return thread, [], []
+        thread = self.threads[agent] = Thread(agent, self.agents.get(agent))
+        before = self._emit(self.main, self._close(self.main))
+        if thread.call_id is None:
+            thread.call_id = self._by_prompt(value)
+        first: list[Item] = []
+        if thread.call_id is not None:
+            self.linked.add(thread.call_id)
+            self.agents.setdefault(agent, thread.call_id)
+            description = self.task_titles.get(thread.call_id)
+            if description:
+                first.append(Title(description, TITLE_SUMMARY))
+        if self.eager:
+            first.append(StatusChange("running", at=at))
+        return thread, before, first
+
+    def _by_prompt(self, value: dict[str, Any]) -> str | None:
+        """The first Task call not yet linked whose prompt is this user line's text."""
+        message = value.get("message")
+        if value.get("type") != "user" or not isinstance(message, dict):
+            return None
+        text = "\n".join(_texts(message.get("content"))).strip()
+        if not text:
+            return None
+        return next((c for c in self.tasks.get(sha256_hex(text), ()) if c not in self.linked), None)
+
+    def _learn(self, agent: str | None, call_id: str | None) -> list[Item]:
+        """The log says which call launched ``agent``: link its thread if it has no call yet, or
+        tell the writer, for a child of another source (a ``subagents/agent-*.jsonl`` file)."""
+        if agent is None or call_id is None:
+            return []
+        told = self.agents.setdefault(agent, call_id)
+        thread = self.threads.get(agent)
+        if thread is not None:
+            if thread.call_id is not None:
+                return []
+            thread.call_id = call_id
+            self.linked.add(call_id)
+        elif told != call_id:
+            return []
+        return [Link(self.child_key(agent), call_id)]
+
+    def _remember_tasks(self, blocks: list[Any]) -> None:
+        """The main chain's Task calls: their prompts (to find their subagent by its first
+        prompt) and descriptions (its title)."""
+        for block in blocks:
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            call_id, arguments = _str(block.get("id")), block.get("input")
+            if block.get("name") not in TASK_TOOLS or call_id is None:
+                continue
+            if not isinstance(arguments, dict):
+                continue
+            prompt = arguments.get("prompt")
+            if isinstance(prompt, str) and prompt.strip():
+                calls = self.tasks.setdefault(sha256_hex(prompt.strip()), [])
+                if call_id not in calls:
+                    calls.append(call_id)
+            description = arguments.get("description")
+            if isinstance(description, str) and description.strip():
+                self.task_titles[call_id] = description.strip()[:255]
+
+    def _finished(self, call_id: str, is_error: bool, at: datetime | None) -> None:
+        """The main chain's result of a Task call ends the subagent it launched: its answer
+        is complete (written before the result), and live its status becomes ``idle`` (``error``
+        for a failed call)."""
+        for thread in self.threads.values():
+            if thread.call_id == call_id:
+                done: list[Item] = self._close(thread)
+                if self.eager:
+                    done.append(StatusChange("error" if is_error else "idle", at=at))
+                self.spill.append((thread, done))
 
     # ------------------------------------------------------------------ assistant messages
 
     def _assistant(
-        self, value: dict[str, Any], message: dict[str, Any], line: SourceLine, at: datetime | None
+        self,
+        thread: Thread,
+        value: dict[str, Any],
+        message: dict[str, Any],
+        line: SourceLine,
+        at: datetime | None,
     ) -> list[Item]:
         message_id = _str(message.get("id"))
         content = message.get("content")
         blocks = content if isinstance(content, list) else [] if content is None else [content]
+        if thread is self.main:
+            self._remember_tasks(blocks)
         rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
-        held = self.open
+        held = thread.open
         if held is not None and message_id is not None and held.message.get("id") == message_id:
             held.message["content"].extend(blocks)
-            held.message.update(rest)
+            held.message.update(rest)  # the last line's usage is the message's (docs/formats.md)
             held.calls |= _call_ids(blocks)
             return []
-        out = self._close()
-        continued = self.continues
-        self.continues = None
+        out = self._close(thread)
+        continued = thread.continues
+        thread.continues = None
         continues = continued is not None and continued.get("id") == message_id
-        if message_id is not None and message_id in self.closed and not continues:
+        if message_id is not None and message_id in thread.closed and not continues:
             return out  # a replayed answer: given already
         merged: dict[str, Any] = {"role": "assistant", "content": list(blocks), **rest}
         notice = _assistant_notice(value, message)
@@ -360,24 +594,33 @@ class ClaudeParser:
             merged["injected"] = True
             merged["notice"] = notice
         first_block = 0
+        counted: dict[str, Any] | None = None
         if message_id is not None:
             if continues and continued is not None:
                 first_block = int(continued.get("blocks") or 0)
+                usage = continued.get("usage")
+                counted = usage if isinstance(usage, dict) else None
                 merged = {"id": f"{message_id}:{first_block}", **merged}
             else:
                 merged = {"id": message_id, **merged}
-        self.open = _Open(merged, line.number, at, _call_ids(blocks), first_block=first_block)
+        thread.open = _Open(
+            merged, line.number, at, _call_ids(blocks), first_block=first_block, counted=counted
+        )
         return out
 
-    def _close(self) -> list[Item]:
-        """The merged assistant message, converted (``tool_use`` -> ``tool_call``...), then the
-        results held for it."""
-        held, self.open = self.open, None
+    def _close(self, thread: Thread) -> list[Item]:
+        """The merged assistant message of ``thread``, converted (``tool_use`` ->
+        ``tool_call``...), then the results held for it. A continuation carries only the usage
+        its first part did not (docs/formats.md "Usage")."""
+        held, thread.open = thread.open, None
         if held is None:
             return []
-        key = known(self.key)
+        key = self.child_key(thread.agent) if thread.agent is not None else known(self.key)
         out: list[Item] = []
         message_id = _str(held.message.get("id"))
+        usage = held.message.get("usage")
+        if held.counted is not None and isinstance(usage, dict):
+            held.message["usage"] = usage_delta(usage, held.counted)
         for n, part in enumerate(convert(held.message)):
             if n and "id" in part:
                 part = {k: v for k, v in part.items() if k != "id"}
@@ -385,42 +628,53 @@ class ClaudeParser:
             out.append(Parsed(part, held.line, held.at))
         if message_id is not None:
             base = message_id.rsplit(":", 1)[0] if held.first_block else message_id
-            self.closed.add(base)
-            self.last = {"id": base, "blocks": held.first_block + len(held.message["content"])}
+            thread.closed.add(base)
+            thread.last = {
+                "id": base,
+                "blocks": held.first_block + len(held.message["content"]),
+                "usage": usage if isinstance(usage, dict) else None,
+            }
         out.extend(held.results)
         return out
 
     # ------------------------------------------------------------------ user lines
 
     def _user(
-        self, value: dict[str, Any], message: dict[str, Any], line: SourceLine, at: datetime | None
+        self,
+        thread: Thread,
+        value: dict[str, Any],
+        message: dict[str, Any],
+        line: SourceLine,
+        at: datetime | None,
     ) -> list[Item]:
-        key = known(self.key)
+        key = self.child_key(thread.agent) if thread.agent is not None else known(self.key)
         uuid = _str(value.get("uuid"))
         rest = {k: v for k, v in message.items() if k not in _MESSAGE_SKIP}
         base = {"role": "user", "content": message.get("content", ""), **rest}
         parts = convert(base)
         if any(p.get("role") == "tool" for p in parts):
-            return self._results(value, parts, uuid, line, at)
-        out = self._close()
-        self.continues = None
+            return self._results(thread, value, parts, uuid, line, at)
+        out = self._close(thread)
+        thread.continues = None
         notice = _user_notice(value, base["content"])
         for n, part in enumerate(parts):
             if notice is not None:
                 part = {**part, "injected": True, "notice": notice}
-            elif not self._new_prompt(value, part, at):
+            elif not self._new_prompt(thread, value, part, at):
                 continue  # a replayed prompt: given already
-            elif not self.prompt_titled:
+            elif not thread.prompt_titled:
                 title = prompt_title(part.get("content"))
                 if title:
-                    self.prompt_titled = True
+                    thread.prompt_titled = True
                     out.append(Title(title, TITLE_PROMPT))
             if uuid is not None:
                 part = {"id": uuid if n == 0 else f"{uuid}:{n}", **part}
             out.append(Parsed(with_id(key, (line.number - 1) * 8 + n, part), line.number, at))
         return out
 
-    def _new_prompt(self, value: dict[str, Any], part: dict[str, Any], at: datetime | None) -> bool:
+    def _new_prompt(
+        self, thread: Thread, value: dict[str, Any], part: dict[str, Any], at: datetime | None
+    ) -> bool:
         """Whether a person's prompt is new: identified by ``promptId``, else by its time and
         content; a prompt without either cannot be told from a replay and is always new."""
         identity = _str(value.get("promptId"))
@@ -428,13 +682,14 @@ class ClaudeParser:
             identity = sha256_hex([at.isoformat(), part.get("content")])
         if identity is None:
             return True
-        if identity in self.prompts:
+        if identity in thread.prompts:
             return False
-        self.prompts.add(identity)
+        thread.prompts.add(identity)
         return True
 
     def _results(
         self,
+        thread: Thread,
         value: dict[str, Any],
         parts: list[dict[str, Any]],
         uuid: str | None,
@@ -442,7 +697,7 @@ class ClaudeParser:
         at: datetime | None,
     ) -> list[Item]:
         """A line carrying tool results (and maybe CLI text such as an interruption)."""
-        key = known(self.key)
+        key = self.child_key(thread.agent) if thread.agent is not None else known(self.key)
         out: list[Item] = []
         agent = _tool_result_agent(value)
         for n, part in enumerate(parts):
@@ -454,13 +709,15 @@ class ClaudeParser:
                 item = Parsed({**part, "injected": True, "notice": kind}, line.number, at)
             else:
                 call_id = str(part.get("tool_call_id"))
-                if agent is not None and call_id:
-                    self.agents.setdefault(agent, call_id)
-                if call_id in self.results:
+                if thread is self.main and call_id:
+                    if agent is not None:
+                        out.extend(self._learn(agent, call_id))
+                    self._finished(call_id, part.get("is_error") is True, at)
+                if call_id in thread.results:
                     continue  # a replayed result: given already
-                self.results.add(call_id)
+                thread.results.add(call_id)
                 item = Parsed(part, line.number, at, once=True)
-            held = self.open
+            held = thread.open
             if (
                 held is not None
                 and not self.eager
@@ -469,16 +726,16 @@ class ClaudeParser:
                 held.results.append(item)
             else:
                 answered = held is not None and item.message.get("tool_call_id") in held.calls
-                out.extend(self._close())
+                out.extend(self._close(thread))
                 if answered:
-                    self.continues = self.last  # live: more lines of that answer continue it
+                    thread.continues = thread.last  # live: more lines of that answer continue it
                 out.append(item)
         return out
 
     # ------------------------------------------------------------------ other kinds
 
     def _attachment(
-        self, value: dict[str, Any], line: SourceLine, at: datetime | None
+        self, thread: Thread, value: dict[str, Any], line: SourceLine, at: datetime | None
     ) -> list[Item]:
         """A ``queued_command`` attachment is a prompt typed while the agent worked."""
         attachment = value.get("attachment")
@@ -487,14 +744,14 @@ class ClaudeParser:
         prompt = attachment.get("prompt")
         if not isinstance(prompt, str | list) or not _texts(prompt):
             return []
-        key = known(self.key)
+        key = self.child_key(thread.agent) if thread.agent is not None else known(self.key)
         origin = attachment.get("origin")
         human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
         message: dict[str, Any] = {"role": "user", "content": prompt, "queued": True}
-        out = self._close()
+        out = self._close(thread)
         if not human or attachment.get("commandMode") not in (None, "prompt"):
             message = {**message, "injected": True, "notice": "queued_command"}
-        elif not self._new_prompt(value, message, at):
+        elif not self._new_prompt(thread, value, message, at):
             return out
         uuid = _str(value.get("uuid"))
         if uuid is not None:
@@ -502,7 +759,9 @@ class ClaudeParser:
         out.append(Parsed(with_id(key, (line.number - 1) * 8, message), line.number, at))
         return out
 
-    def _system(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
+    def _system(
+        self, thread: Thread, value: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
         subtype = value.get("subtype")
         text = value.get("content")
         if subtype == "local_command" and isinstance(text, str):
@@ -526,7 +785,7 @@ class ClaudeParser:
             metadata["compact"] = compact
         key = "claude:" + (_str(value.get("uuid")) or unknown_key(line.text))
         return [
-            *self._close(),
+            *self._close(thread),
             *title,
             Notice(key, "system", content_type, content, metadata, line.number, at),
         ]

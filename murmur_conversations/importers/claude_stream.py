@@ -19,16 +19,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from murmur_conversations.importers.claude_session import ClaudeParser
+from murmur_conversations.importers.claude_session import ClaudeParser, Thread
 from murmur_conversations.importers.records import (
     TITLE_FALLBACK,
     Delta,
     Item,
     Notice,
-    ParseContext,
     SourceLine,
     StatusChange,
-    Subagent,
     Title,
     first_text,
     unknown_key,
@@ -54,33 +52,35 @@ class StreamParser(ClaudeParser):
     KEY_FIELD = "session_id"
     KNOWN = KNOWN_TYPES
 
-    def __init__(self, context: ParseContext) -> None:
-        super().__init__(context)
-        self.answer_titled = bool((context.resume or {}).get("answer_titled"))
-
     def snapshot(self) -> dict[str, Any] | None:
         """The session parser's state, and whether the first answer gave the title."""
         state = super().snapshot()
-        return None if state is None else {**state, "answer_titled": self.answer_titled}
+        return None if state is None else {**state, "answer_titled": self.main.answer_titled}
 
-    def subagent(self, value: dict[str, Any]) -> Subagent | None:
-        """Subagent lines: a non-null ``parent_tool_use_id``."""
+    def locate(self, value: dict[str, Any]) -> str | None:
+        """Subagent lines: a non-null ``parent_tool_use_id``, the ``Task``/``Agent`` call that
+        launched the subagent (one subagent per call)."""
         parent = value.get("parent_tool_use_id")
         if parent is None:
             return None
-        return Subagent(None, parent if isinstance(parent, str) else None)
+        agent = parent if isinstance(parent, str) and parent else "subagent"
+        if isinstance(parent, str) and parent:
+            self.agents.setdefault(agent, parent)
+        return agent
 
-    def _close(self) -> list[Item]:
-        held = self.open
-        out = super()._close()
-        if held is not None and not self.answer_titled and not held.message.get("injected"):
+    def _close(self, thread: Thread) -> list[Item]:
+        held = thread.open
+        out = super()._close(thread)
+        if held is not None and not thread.answer_titled and not held.message.get("injected"):
             title = first_text(held.message.get("content"))
             if title:
-                self.answer_titled = True
+                thread.answer_titled = True
                 out.append(Title(title, TITLE_FALLBACK))
         return out
 
-    def other(self, value: dict[str, Any], line: SourceLine, at: datetime | None) -> list[Item]:
+    def other(
+        self, thread: Thread, value: dict[str, Any], line: SourceLine, at: datetime | None
+    ) -> list[Item]:
         """The ``result`` line (the run's end), ``stream_event`` text deltas, ``system`` notices."""
         kind = value.get("type")
         if kind == "stream_event":
@@ -91,10 +91,10 @@ class StreamParser(ClaudeParser):
                 return [Delta(self.key or "", text)]
             return []
         if kind == "system":
-            return self._stream_system(value, line, at)
+            return self._stream_system(thread, value, line, at)
         if kind != "result":
             return []
-        out = self._close()
+        out = self._close(thread)
         subtype = value.get("subtype")
         if value.get("is_error") is not True and subtype == "success":
             out.append(StatusChange("idle", at=at))
@@ -118,13 +118,14 @@ class StreamParser(ClaudeParser):
         return out
 
     def _stream_system(
-        self, value: dict[str, Any], line: SourceLine, at: datetime | None
+        self, thread: Thread, value: dict[str, Any], line: SourceLine, at: datetime | None
     ) -> list[Item]:
         subtype = value.get("subtype")
         if subtype == "init":
             cwd = value.get("cwd")
             return [Title(cwd, TITLE_FALLBACK)] if isinstance(cwd, str) and cwd else []
-        key = "claude:" + (value.get("uuid") or unknown_key(line.text))
+        uuid = value.get("uuid")
+        key = "claude:" + (uuid if isinstance(uuid, str) and uuid else unknown_key(line.text))
         if subtype == "compact_boundary":
             metadata: dict[str, Any] = {"claude_subtype": subtype}
             compact = value.get("compact_metadata")
@@ -132,7 +133,7 @@ class StreamParser(ClaudeParser):
                 metadata["compact"] = compact
             content = {"text": "Conversation compacted"}
             notice = Notice(key, "system", "notification", content, metadata, line.number, at)
-            return [*self._close(), notice]
+            return [*self._close(thread), notice]
         if subtype == "api_retry":
             error = value.get("error")
             text = (
@@ -143,7 +144,7 @@ class StreamParser(ClaudeParser):
             content = {"text": text, "error_type": "api_retry"}
             metadata = {"claude_subtype": subtype}
             return [
-                *self._close(),
+                *self._close(thread),
                 Notice(key, "system", "error", content, metadata, line.number, at),
             ]
         return []

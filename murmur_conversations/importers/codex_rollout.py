@@ -12,6 +12,10 @@ Every line is kept verbatim as a source record. Each line is ``{timestamp, type,
   cards completed at once. An unknown payload type is counted by name (``response_item.<type>``).
 - ``event_msg`` lines echo the response items and carry usage; the ones a reader should see that
   have no response item (an error, an aborted turn) are notices, a thread name is the title.
+  ``token_count`` events carry cumulative totals: each model response's items are held until the
+  next one, and the growth of ``total_token_usage`` since the previous one goes on the last
+  assistant message of the response as ``usage`` (with the ``model`` of the turn), so the usage
+  of the messages sums to the last total (docs/formats.md "Usage").
 - ``compacted`` lines are compaction notices; ``session_meta`` gives the key; the other line types
   are source records only.
 
@@ -22,6 +26,7 @@ with the 0-based line index, stable as the rollout grows.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -197,12 +202,71 @@ class RolloutParser(HeldUntilKeyed):
         self.prompt_titled = bool(resume.get("prompt_titled"))
         #: tool_search calls executed without a call id, waiting for their output (by line)
         self.searches: list[str] = list(resume.get("searches") or ())
+        #: the last cumulative ``total_token_usage``, the usage not yet on a message, the model
+        self.total: dict[str, int] = _counts(resume.get("usage_total"))
+        self.unplaced: dict[str, int] = _counts(resume.get("usage_unplaced"))
+        model = resume.get("model")
+        self.model: str | None = model if isinstance(model, str) else None
+        #: items of the model response under way, held until its token_count
+        self.response: list[Item] = []
 
     def snapshot(self) -> dict[str, Any] | None:
-        """The key, whether the first prompt gave the title, and unanswered tool searches."""
+        """The key, whether the first prompt gave the title, unanswered tool searches, and the
+        usage state: the last cumulative total, usage no message carries yet, the model."""
         if self.key is None:
             return None
-        return {"key": self.key, "prompt_titled": self.prompt_titled, "searches": self.searches}
+        return {
+            "key": self.key,
+            "prompt_titled": self.prompt_titled,
+            "searches": self.searches,
+            "usage_total": self.total,
+            "usage_unplaced": self.unplaced,
+            "model": self.model,
+        }
+
+    def finish(self) -> list[Item]:
+        """What is held: the items waiting for their key, the response waiting for its usage."""
+        return [*self._responses(super().finish()), *self._place()]
+
+    # ------------------------------------------------------------------ usage
+
+    def _responses(self, released: list[Item], total: dict[str, int] | None = None) -> list[Item]:
+        """Hold a model response's items (from its first assistant message on) until the
+        ``token_count`` that ``total`` comes from; give them, the growth of the total on the last
+        assistant message, when it comes, or when a message of another role shows the response
+        is over (the usage then waits for the next assistant message). Items already have their
+        ids: the usage and model added here do not change them."""
+        out: list[Item] = []
+        for item in released:
+            assistant = isinstance(item, Parsed) and item.message.get("role") == "assistant"
+            if isinstance(item, Parsed) and not assistant and self.response:
+                out.extend(self._place())
+            if self.response or assistant:
+                self.response.append(item)
+            else:
+                out.append(item)
+        if total is not None:
+            grown = _growth(self.total, total)
+            self.total = total
+            for name, value in grown.items():
+                self.unplaced[name] = self.unplaced.get(name, 0) + value
+            out.extend(self._place())
+        return out
+
+    def _place(self) -> list[Item]:
+        """The held response, its last assistant message carrying the usage not yet placed."""
+        held, self.response = self.response, []
+        if any(self.unplaced.values()):
+            for index in range(len(held) - 1, -1, -1):
+                item = held[index]
+                if isinstance(item, Parsed) and item.message.get("role") == "assistant":
+                    message = {**item.message, "usage": dict(self.unplaced)}
+                    if self.model is not None:
+                        message["model"] = self.model
+                    held[index] = replace(item, message=message)
+                    self.unplaced = {}
+                    break
+        return held
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One rollout line: kept, and read by its type."""
@@ -237,7 +301,10 @@ class RolloutParser(HeldUntilKeyed):
             )
         ]
         if not known or not isinstance(payload, dict):
-            return self._release(items)
+            return self._responses(self._release(items))
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            self.model = payload["model"]
+        total = _token_total(payload) if kind == "event_msg" else None
         if kind == "response_item":
             items.extend(self._response_item(payload, line.number, at))
         elif kind == "event_msg":
@@ -256,7 +323,7 @@ class RolloutParser(HeldUntilKeyed):
                 at,
             )
             items.append(notice)
-        return self._release(items)
+        return self._responses(self._release(items), total)
 
     def _response_item(self, payload: dict[str, Any], line: int, at: datetime | None) -> list[Item]:
         kind = payload.get("type")
@@ -326,6 +393,35 @@ class RolloutParser(HeldUntilKeyed):
                 )
             ]
         return []
+
+
+def _counts(value: Any) -> dict[str, int]:
+    """The integer counts of a usage object (others left out)."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        k: v
+        for k, v in value.items()
+        if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+    }
+
+
+def _token_total(payload: dict[str, Any]) -> dict[str, int] | None:
+    """The cumulative ``total_token_usage`` of a ``token_count`` event (None for another event,
+    or ``info: null``)."""
+    if payload.get("type") != "token_count":
+        return None
+    info = payload.get("info")
+    total = _counts(info.get("total_token_usage")) if isinstance(info, dict) else {}
+    return total or None
+
+
+def _growth(before: dict[str, int], now: dict[str, int]) -> dict[str, int]:
+    """How much each count of a cumulative total grew; a total lower than the one before (a
+    count that started again) counts whole."""
+    if any(now.get(name, 0) < value for name, value in before.items()):
+        return dict(now)
+    return {name: value - before.get(name, 0) for name, value in now.items()}
 
 
 def sniff(first: dict[str, Any]) -> bool:

@@ -5,7 +5,8 @@ Every line is kept verbatim as a source record (unknown payload types too, count
 
 - ``turn.input.user`` -> the user message (``prompt``); ``run.lifecycle.started`` repeats the prompt
   and gives the user message only when its run had no ``turn.input.user``.
-- ``run.terminal.<state>`` -> the assistant answer (``text``). ``run.output.delta`` is a live
+- ``run.terminal.<state>`` -> the assistant answer (``text``), with the terminal's ``usage`` where
+  it has one and the ``model_id`` of ``run.model.configured`` (docs/formats.md "Usage"). ``run.output.delta`` is a live
   preview only (``Delta``, broadcast by ``--follow``), never stored, so the answer is not doubled.
   A terminal other than ``completed`` is the run's error: an ``error`` notice and status ``error``
   (``cancelled`` and ``interrupted`` terminals set those statuses); ``completed`` sets ``idle``.
@@ -27,7 +28,7 @@ stable however the journal is cut or re-read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from murmur_conversations.importers.records import (
@@ -90,6 +91,7 @@ class _Session:
 
     tasks: dict[str, _Task] = field(default_factory=dict)
     prompted_runs: set[str] = field(default_factory=set)
+    model: str | None = None  # the model ``run.model.configured`` names
 
 
 def _str(value: Any) -> str | None:
@@ -136,6 +138,9 @@ class MuseParser:
         self.line = 0
         self.sequence = 0
         self.slot = 0
+        #: task streams the journal linked: task stream id -> (session key, task id)
+        self.linked: dict[str, tuple[str, str]] = {}
+        self.parents: dict[str, tuple[str, str]] = {}  # child key -> its session key, task id
 
     # ------------------------------------------------------------------ lines
 
@@ -160,7 +165,16 @@ class MuseParser:
                 return []
             return [*self._switch(self.key or self.fixed or ""), kept]
         stream_id, sequence, payload_type, payload = envelope
-        out = self._switch(self.fixed or stream_id)
+        stream = value.get("stream")
+        kind = stream.get("kind") if isinstance(stream, dict) else None
+        launched = self.linked.get(stream_id) if kind == "task" else None
+        if launched is not None:
+            # docs/formats.md "Subagents": a linked task's own stream is a child conversation
+            key = f"{self.fixed}/{stream_id}" if self.fixed else stream_id
+            self.parents.setdefault(key, launched)
+        else:
+            key = self.fixed or stream_id
+        out = self._switch(key)
         out.append(kept)
         self.line, self.sequence, self.slot = line.number, sequence, 0
         out.extend(self._read(value, payload_type, payload))
@@ -179,10 +193,20 @@ class MuseParser:
                 if task.completed and not task.has_result and task.call_id
             ]
             if ends:
-                out.append(Begin(key))
+                out.append(self._begin(key))
                 self.key = key
                 out.extend(ends)
         return out
+
+    def _begin(self, key: str) -> Begin:
+        """``Begin`` of ``key``; a linked task stream names its session and the task's call (a
+        tool task's call id; a task of another kind launched no call)."""
+        if key not in self.parents:
+            return Begin(key)
+        parent, task_id = self.parents[key]
+        task = self.sessions[parent].tasks.get(task_id) if parent in self.sessions else None
+        call_id = (task.named_call_id or task_id) if task is not None and task.tool else None
+        return Begin(key, parent, call_id)
 
     def _switch(self, key: str) -> list[Item]:
         """``Begin`` when the conversation changes (then the lines held before the first key)."""
@@ -190,9 +214,19 @@ class MuseParser:
             return []
         self.key = key
         self.sessions.setdefault(key, _Session())
-        out: list[Item] = [Begin(key), *self.held]
+        out: list[Item] = [self._begin(key), *self.held]
         self.held = []
         return out
+
+    def _link(self, payload: dict[str, Any]) -> None:
+        """``task.stream.linked``: the task's own stream, if the journal writes one, is a child
+        of this session, launched by the task's call (a tool task's call id; none otherwise)."""
+        task_stream = payload.get("task_stream")
+        stream_id = _str(task_stream.get("id")) if isinstance(task_stream, dict) else None
+        task_id = _str(payload.get("task_id"))
+        if stream_id is None or task_id is None or self.key is None or stream_id == self.key:
+            return
+        self.linked.setdefault(stream_id, (self.key, task_id))
 
     @property
     def session(self) -> _Session:
@@ -225,6 +259,10 @@ class MuseParser:
             return self._task(payload)
         if payload_type == "tool.result":
             return self._result(payload)
+        if payload_type == "run.model.configured":
+            self.session.model = _str(payload.get("model_id")) or self.session.model
+        if payload_type == "task.stream.linked":
+            self._link(payload)
         return []
 
     def _prompt(self, payload_type: str, run: str, payload: dict[str, Any]) -> list[Item]:
@@ -248,7 +286,15 @@ class MuseParser:
             }
             if terminal != "completed":
                 message["terminal"] = terminal
-            out.append(self._message(message))
+            answer = self._message(message)
+            # Usage and model after the id, so a journal imported before keeps its ids.
+            usage = payload.get("usage")
+            extra: dict[str, Any] = {"usage": usage} if isinstance(usage, dict) else {}
+            if self.session.model is not None:
+                extra["model"] = self.session.model
+            if extra:
+                answer = replace(answer, message={**answer.message, **extra})
+            out.append(answer)
         if terminal == "completed":
             out.append(StatusChange("idle"))
             return out

@@ -1,7 +1,8 @@
 """What parsers yield, and the pure helpers they share (docs/formats.md).
 
 No Django and no database here, so parsers can be fuzzed. A parser turns ``SourceLine`` objects into
-a stream of items: ``Begin`` (the conversation that the following items belong to), ``Parsed``
+a stream of items: ``Begin`` (the conversation that the following items belong to, maybe a child
+of another), ``Link`` (a child's launching call, learned later), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
 ``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
 error), ``Title`` (a title the log gives, with its rank), ``Rated`` (feedback on a display row),
@@ -39,9 +40,24 @@ class SourceLine:
 
 @dataclass(frozen=True)
 class Begin:
-    """The following items belong to the conversation with this key (``external_id``)."""
+    """The following items belong to the conversation with this key (``external_id``).
+
+    ``parent`` is the key of the conversation that launched it (a subagent's parent,
+    docs/formats.md "Subagents"), ``call_id`` the parent's call that launched it when known."""
 
     key: str
+    parent: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """The child conversation keyed ``key`` was launched by the call ``call_id`` of its parent:
+    learned after its lines (a Claude Code ``Task`` result naming its agent). Sets the child's
+    ``parent_call_id`` when the child exists and has none; nothing otherwise."""
+
+    key: str
+    call_id: str
 
 
 @dataclass(frozen=True)
@@ -61,8 +77,7 @@ class Parsed:
 class Subagent:
     """Who wrote a line that belongs to a subagent (Claude Code sidechains, ``subagents/agent-*``
     files, stream-json ``parent_tool_use_id``): its agent id and the ``tool_use`` id that launched
-    it, either possibly unknown. Such lines are kept as source records until subagents become
-    conversations of their own."""
+    it, either possibly unknown. Such lines belong to the subagent's child conversation."""
 
     agent_id: str | None = None
     tool_use_id: str | None = None
@@ -167,7 +182,19 @@ class Problem:
     excerpt: str = ""
 
 
-Item = Begin | Parsed | Kept | ToolUpdate | StatusChange | Notice | Title | Rated | Delta | Problem
+Item = (
+    Begin
+    | Link
+    | Parsed
+    | Kept
+    | ToolUpdate
+    | StatusChange
+    | Notice
+    | Title
+    | Rated
+    | Delta
+    | Problem
+)
 
 
 @dataclass(frozen=True)
@@ -183,6 +210,9 @@ class ParseContext:
     #: A live stream (``--follow``): a parser gives what it can at once rather than wait for
     #: lines that may complete it.
     live: bool = False
+    #: What other sources told of subagents: agent id -> the call id that launched it (a
+    #: Claude Code session's ``Task`` results, for its ``subagents/agent-*.jsonl`` files).
+    links: dict[str, str] = field(default_factory=dict)
 
 
 class Parser(Protocol):
@@ -202,6 +232,14 @@ def resumable(parser: Any) -> dict[str, Any] | None:
     again, which imports nothing twice)."""
     snapshot = getattr(parser, "snapshot", None)
     return snapshot() if callable(snapshot) else None
+
+
+def subagent_links(parser: Any) -> dict[str, str]:
+    """``parser.subagent_links()`` after ``finish``: agent id -> the call that launched it, for
+    the subagents' own files read after it (Claude Code); empty for other formats."""
+    links = getattr(parser, "subagent_links", None)
+    found = links() if callable(links) else {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -1,6 +1,8 @@
 """Importing files, whole folders and stdin, incrementally (docs/formats.md "Whole folders").
 
 A folder is walked for ``*.jsonl`` and ``*.ndjson`` files; each file's format is told on its own.
+Claude Code subagent logs come after the sessions that launched them, and a session file given by
+name brings its ``<session>/subagents/agent-*.jsonl`` files along (docs/formats.md "Subagents").
 What each file's import reached is kept per owner (``ImportedSource``): a file whose size,
 modification time and head (a hash of its first bytes) are unchanged is skipped without being
 parsed; a file that grew is read from the byte where the last import ended, its parser going on
@@ -29,7 +31,13 @@ from murmur_conversations.importers.reading import (
     check_utf8,
     spool,
 )
-from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, resumable
+from murmur_conversations.importers.records import (
+    ParseContext,
+    Problem,
+    SourceLine,
+    resumable,
+    subagent_links,
+)
 from murmur_conversations.models import ImportedSource
 
 STDIN: Final = "-"
@@ -37,22 +45,19 @@ STDIN: Final = "-"
 SUFFIXES: Final = (".jsonl", ".ndjson")
 #: Bytes of a file's head that are hashed to tell an appended file from a replaced one.
 HEAD_BYTES: Final = 4096
-#: Why a Claude Code subagent log found in a folder is skipped.
-SUBAGENT_SKIP: Final = (
-    "a Claude Code subagent log (its lines stay with its session; subagents become conversations "
-    "of their own in a later version)"
-)
 
 
 @dataclass(frozen=True)
 class Source:
     """One source to import: ``path`` as given (``-`` for stdin), ``name`` as reported,
-    ``resolved`` its real path (empty for stdin), ``skip`` why it is skipped unread."""
+    ``resolved`` its real path (empty for stdin), ``skip`` why it is skipped unread, ``subagent``
+    whether it is a Claude Code subagent log (read with what its session told of its agents)."""
 
     path: str
     name: str
     resolved: str = ""
     skip: str = ""
+    subagent: bool = False
 
 
 _AGENT_ID: Final = re.compile(r"agent-[0-9a-f]{6,40}\.jsonl")
@@ -66,34 +71,55 @@ def _subagent_log(path: Path) -> bool:
     return path.parent.name == "subagents" or _AGENT_ID.fullmatch(path.name) is not None
 
 
+def session_of(path: str) -> str | None:
+    """The session file a ``<session>/subagents/agent-*.jsonl`` log belongs to
+    (``<session>.jsonl`` beside the ``<session>`` folder), else None."""
+    log = Path(path)
+    if not _subagent_log(log) or log.parent.name != "subagents":
+        return None
+    folder = log.parent.parent
+    return str(folder.parent / f"{folder.name}.jsonl")
+
+
+def _subagent_logs(session: str) -> list[str]:
+    """The ``<session>/subagents/agent-*.jsonl`` files beside a session file, in name order."""
+    folder = Path(session).with_suffix("") / "subagents"
+    if Path(session).suffix != ".jsonl" or not folder.is_dir():
+        return []
+    return [str(p) for p in sorted(folder.iterdir()) if p.is_file() and _subagent_log(p)]
+
+
 def expand(paths: Iterable[str]) -> list[Source]:
     """The sources of ``paths``: stdin, files as given, and the ``*.jsonl``/``*.ndjson`` files of
     folders (recursively, in name order, symbolic links to folders not followed); each real file
-    once. Claude Code subagent logs found in a folder are skipped (see :func:`_subagent_log`)."""
+    once. Claude Code subagent logs (see :func:`_subagent_log`) come after the other files of
+    their folder, which the walk reads before its subfolders, so a session comes before its
+    subagents; a session file given by name brings its ``subagents/agent-*.jsonl`` along."""
     seen: set[str] = set()
     out: list[Source] = []
+
+    def add(full: str, name: str) -> None:
+        resolved = os.path.realpath(full)
+        if resolved not in seen:
+            seen.add(resolved)
+            out.append(Source(full, name, resolved, subagent=_subagent_log(Path(full))))
+
     for given in paths:
         if given == STDIN:
             out.append(Source(STDIN, "<stdin>"))
             continue
         if not os.path.isdir(given):
-            resolved = os.path.realpath(given)
-            if resolved not in seen:
-                seen.add(resolved)
-                out.append(Source(given, given, resolved))
+            add(given, given)
+            for log in _subagent_logs(given):
+                add(log, log)
             continue
         for root, dirs, files in os.walk(given):
             dirs.sort()
-            for name in sorted(files):
-                if not name.endswith(SUFFIXES):
-                    continue
-                full = os.path.join(root, name)
-                resolved = os.path.realpath(full)
-                if resolved in seen:
-                    continue
-                seen.add(resolved)
-                skip = SUBAGENT_SKIP if _subagent_log(Path(full)) else ""
-                out.append(Source(full, full, resolved, skip))
+            names = sorted(files, key=lambda n: (_subagent_log(Path(root, n)), n))
+            for name in names:
+                if name.endswith(SUFFIXES):
+                    full = os.path.join(root, name)
+                    add(full, full)
     return out
 
 
@@ -179,6 +205,8 @@ class Importer:
         self.final = final
         self.options = _options(fmt, conversation_id)
         self.known: dict[str, ImportedSource] = {}
+        #: What the sessions read so far told of their subagents: agent id -> launching call.
+        self.links: dict[str, str] = {}
 
     def prefetch(self, sources: Iterable[Source]) -> None:
         """Load what was remembered of ``sources`` in a few queries (a re-run over many files)."""
@@ -293,9 +321,13 @@ class Importer:
             fmt, head = decided
             lines = _chain(head, lines)
         parts = Path(os.path.abspath(source.path)).parts if source.path != STDIN else ()
-        parser = registry.make_parser(
-            fmt, ParseContext(path_parts=parts, conversation_id=self.conversation_id, resume=resume)
+        context = ParseContext(
+            path_parts=parts,
+            conversation_id=self.conversation_id,
+            resume=resume,
+            links=self._links_for(source) if source.subagent else {},
         )
+        parser = registry.make_parser(fmt, context)
         problems: list[Problem] = []
 
         def report(problem: Problem) -> None:
@@ -318,7 +350,27 @@ class Importer:
         result.lines = cursor.line - (record.line if record is not None else 0)
         self.cursor = cursor
         self.parser = parser
+        self.links.update(subagent_links(parser))
         return result
+
+    def _links_for(self, source: Source) -> dict[str, str]:
+        """What is known of the agents of a subagent log: what the sessions read in this run
+        told, else what its session's last import remembered (its parser state's ``agents``)."""
+        links = dict(self.links)
+        session = session_of(source.path)
+        if session is None:
+            return links
+        key = ImportedSource.key_of(os.path.realpath(session))
+        record = self.known.get(key) or (
+            ImportedSource.objects.filter(owner=self.owner, path_key=key).first()
+        )
+        state = record.state if record is not None else None
+        agents = state.get("agents") if isinstance(state, dict) else None
+        if isinstance(agents, dict):
+            for agent, call in agents.items():
+                if isinstance(agent, str) and isinstance(call, str):
+                    links.setdefault(agent, call)
+        return links
 
     def _format(
         self, source: Source, lines: Iterator[SourceLine]

@@ -103,13 +103,20 @@ class ConversationConsumer(LiveConsumer):
         if changes.rows is None:
             await self.send_json(frames.resync_frame(upto))
             return
+        ordered: list[tuple[int, int, frames.Frame]] = []
         for row in changes.rows:
             kind = (
                 "display_message_saved"
                 if row.created_event_seq > after
                 else "display_message_updated"
             )
-            await self.send_json(frames.row_frame(kind, pk, row, row.event_seq))
+            ordered.append((row.event_seq, 0, frames.row_frame(kind, pk, row, row.event_seq)))
+        for child in changes.children:  # after the rows of the same event, as live
+            ordered.append(
+                (child.parent_event_seq, 1, frames.child_frame(pk, child, child.parent_event_seq))
+            )
+        for _event_seq, _order, frame in sorted(ordered, key=lambda item: item[:2]):
+            await self.send_json(frame)
         current = (conversation.status, conversation.pending_ask)
         # Replay: the snapshot already holds the current status; a status change is announced when
         # some event of the range left no row behind. Gap fill: when it differs from what was sent.

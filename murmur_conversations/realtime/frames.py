@@ -98,6 +98,20 @@ def conversation_updated_frame(conversation: Conversation, event_seq: int) -> Fr
     )
 
 
+def child_frame(conversation_id: uuid.UUID | str, child: Conversation, event_seq: int) -> Frame:
+    """``child_updated`` on the parent's stream: ``child`` is the child's summary row (its
+    ``status``, its ``steps``: the number of its tool calls, its ``parent_call_id``...); sent when
+    the child is created, its status or steps change, or its launching call becomes known."""
+    return _durable("child_updated", conversation_id, event_seq, child=summary_row(child))
+
+
+def child_deleted_frame(
+    conversation_id: uuid.UUID | str, child_id: uuid.UUID | str, event_seq: int
+) -> Frame:
+    """``child_deleted`` on the parent's stream: ``child_id``, a child deleted on its own."""
+    return _durable("child_deleted", conversation_id, event_seq, child_id=str(child_id))
+
+
 def snapshot_frame(conversation: Conversation) -> Frame:
     """The first frame of a conversation socket: ``{"type": "snapshot", "conversation_id",
     "event_seq", "conversation": <summary>, "status", "pending"}``."""

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -20,11 +20,14 @@ RESYNC_ROWS: Final = 500
 @dataclass(frozen=True)
 class Changes:
     """Display rows changed in ``(after, upto]``, by ``(event_seq, seq)``, or ``rows=None`` when
-    more than :data:`RESYNC_ROWS` did. ``uncovered`` is True when some event_seq of the range is
-    carried by no row now (a status, title or owner change, or a row changed again later)."""
+    more than :data:`RESYNC_ROWS` did (children included). ``children`` are the children whose
+    last change announced to this conversation (``parent_event_seq``) is in the range, by it.
+    ``uncovered`` is True when some event_seq of the range is carried by no row and no child now
+    (a status, title or owner change, a deleted child, or a row changed again later)."""
 
     rows: list[DisplayMessage] | None
     uncovered: bool
+    children: list[Conversation] = field(default_factory=list)
 
 
 def conversation(pk: uuid.UUID) -> Conversation | None:
@@ -42,8 +45,15 @@ def changes(pk: uuid.UUID, *, after: int, upto: int) -> Changes:
     )
     if len(rows) > RESYNC_ROWS:
         return Changes(rows=None, uncovered=True)
-    covered = {row.event_seq for row in rows}
-    return Changes(rows=rows, uncovered=len(covered) < upto - after)
+    children = list(
+        Conversation.objects.filter(
+            parent_id=pk, parent_event_seq__gt=after, parent_event_seq__lte=upto
+        ).order_by("parent_event_seq", "pk")[: RESYNC_ROWS + 1 - len(rows)]
+    )
+    if len(rows) + len(children) > RESYNC_ROWS:
+        return Changes(rows=None, uncovered=True)
+    covered = {row.event_seq for row in rows} | {c.parent_event_seq for c in children}
+    return Changes(rows=rows, uncovered=len(covered) < upto - after, children=children)
 
 
 def user_state(user_model: Any, pk: Any) -> Any:

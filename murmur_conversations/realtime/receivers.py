@@ -92,6 +92,24 @@ def on_conversation_updated(
     )
 
 
+def on_child_updated(
+    sender: Any, *, conversation: Conversation, child: Conversation, event_seq: int, **_: Any
+) -> None:
+    """``child_updated`` on the parent's stream, with the child's summary at commit."""
+    _collected(conversation.pk, event_seq).append(
+        frames.child_frame(conversation.pk, child, event_seq)
+    )
+
+
+def on_child_deleted(
+    sender: Any, *, conversation: Conversation, child_id: uuid.UUID, event_seq: int, **_: Any
+) -> None:
+    """``child_deleted`` on the parent's stream."""
+    _collected(conversation.pk, event_seq).append(
+        frames.child_deleted_frame(conversation.pk, child_id, event_seq)
+    )
+
+
 def on_conversation_saved(
     sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
 ) -> None:
@@ -173,6 +191,8 @@ _CONNECTIONS: Final = (
     (signals.tool_call_updated, on_tool_call_updated),
     (signals.status_changed, on_status_changed),
     (signals.conversation_updated, on_conversation_updated),
+    (signals.child_updated, on_child_updated),
+    (signals.child_deleted, on_child_deleted),
     (signals.conversation_saved, on_conversation_saved),
     (signals.conversation_deleted, on_conversation_deleted),
     (signals.delta, on_delta),

@@ -272,7 +272,9 @@ def save_messages(
             if isinstance(conversation, Conversation):
                 copy_state(conversation, appended[0])
             return appended[1]
-    with writing(conversation) as write:
+    # Tool calls change a child's steps, which its parent shows: lock the parent first then.
+    calls = any(m.calls for m in normalized if not m.injected)
+    with writing(conversation, parent=calls) as write:
         conv = write.conversation
         given = {m.message_id for m in normalized if m.id_given}
         existing: dict[str, int] = (
@@ -352,6 +354,9 @@ def _write_messages(
         _plan_message(write, batch, message)
     Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
     ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
+    if batch.new_calls:
+        conv.tool_call_count += len(batch.new_calls)
+        write.parent_news = True  # a child's steps grew
     new_rows: list[DisplayMessage] = []
     for source_message, row in batch.new_rows:
         if source_message is not None:

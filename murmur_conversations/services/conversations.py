@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
+from django.db.models import F
 
 from murmur_conversations import signals
 from murmur_conversations.conf import app_settings
@@ -18,6 +19,7 @@ from murmur_conversations.exceptions import (
     InvalidPendingAsk,
     InvalidStatus,
     OwnershipConflict,
+    ParentConflict,
 )
 from murmur_conversations.models import (
     Conversation,
@@ -27,8 +29,11 @@ from murmur_conversations.redaction import fit, redact
 from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
     ConversationRef,
+    Write,
     conversation_pk,
+    copy_state,
     database_errors,
+    lock_conversation,
     owner_pk,
     save_redaction_counts,
     send,
@@ -76,18 +81,169 @@ def _redacted_tags(tags: Any) -> tuple[list[str], dict[str, int]]:
 
 
 def _claim(conversation: Conversation, owner_id: Any) -> Conversation:
-    """agentfootprint's write-once owner rule: none + X -> X; X + none/X -> X; X + Y -> conflict."""
+    """agentfootprint's write-once owner rule: none + X -> X; X + none/X -> X; X + Y -> conflict.
+    A child has its parent's owner: it is never claimed on its own, and claiming a conversation
+    gives its descendants the same owner, in the same transaction (docs/architecture.md "Child
+    conversations")."""
     if owner_id is None or conversation.owner_id == owner_id:
         return conversation
     if conversation.owner_id is not None:
         raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
+    if conversation.parent_id is not None:
+        raise OwnershipConflict(
+            f"conversation {conversation.pk} is a child: it has its parent's owner"
+        )
     with writing(conversation) as write:
         if write.conversation.owner_id not in (None, owner_id):
             raise OwnershipConflict(f"conversation {conversation.pk} belongs to another owner")
         write.conversation.owner_id = owner_id
         write.extra_fields.add("owner")
         write.take_event()
+        _claim_descendants(write, owner_id)
     return conversation
+
+
+def _claim_descendants(write: Write, owner_id: Any) -> None:
+    """Give every descendant of the locked conversation its new owner (locked by the UPDATE,
+    after their ancestor), one event_seq each, announced to the new owner's sidebar."""
+    manager = Conversation.objects.using(write.using)
+    level = [write.conversation.pk]
+    while level:
+        children = list(manager.filter(parent_id__in=level).values_list("pk", flat=True))
+        if children:
+            manager.filter(pk__in=children).update(
+                owner_id=owner_id, last_event_seq=F("last_event_seq") + 1
+            )
+            for child in manager.filter(pk__in=children):
+                send_on_commit(
+                    signals.conversation_saved,
+                    write.using,
+                    conversation=child,
+                    event_seq=child.last_event_seq,
+                )
+        level = children
+
+
+class _Taken(Exception):
+    """Another writer created the child first (a unique key or id): look again."""
+
+
+def _check_link(child: Conversation, parent: uuid.UUID, call_id: str) -> None:
+    """``ParentConflict`` unless ``child`` is a child of ``parent`` launched by ``call_id`` (or
+    by a call not yet known: the call id is write-once)."""
+    if child.parent_id != parent:
+        raise ParentConflict(
+            f"conversation {child.pk} exists with another parent; a parent is set at creation"
+        )
+    if call_id and child.parent_call_id not in ("", call_id):
+        raise ParentConflict(
+            f"conversation {child.pk} was launched by call {child.parent_call_id!r}, not "
+            f"{call_id!r}"
+        )
+
+
+def _link(child: Conversation, parent: uuid.UUID, call_id: str) -> Conversation:
+    """Set the launching call id of an existing child that had none (write-once): a write to
+    the parent (``child_updated``) and to the child, parent locked first."""
+    with writing(parent) as write:
+        locked = lock_conversation(child.pk, write.using)
+        _check_link(locked, parent, call_id)
+        if locked.parent_call_id != call_id:
+            locked.parent_call_id = call_id
+            locked.parent_event_seq = write.take_event()
+            locked.last_event_seq += 1
+            locked.save(
+                using=write.using,
+                update_fields=["parent_call_id", "parent_event_seq", "last_event_seq"],
+            )
+            write.children.append(locked)
+            send_on_commit(
+                signals.conversation_saved,
+                write.using,
+                conversation=locked,
+                event_seq=locked.last_event_seq,
+            )
+    copy_state(child, locked)
+    return child
+
+
+def _start_child(
+    *,
+    parent: ConversationRef,
+    owner_id: Any,
+    call_id: str,
+    fields: dict[str, Any],
+    pk: uuid.UUID | None,
+    external_id: str,
+    source: str,
+) -> Conversation:
+    """``start_conversation`` with a parent: find the child by id or by ``(the parent's owner,
+    source, external_id)``, else create it under the parent's lock (one event_seq of the parent,
+    ``child_count`` + 1, ``child_updated``)."""
+    parent_id = conversation_pk(parent)
+    using = router.db_for_write(Conversation)
+    manager = Conversation.objects.using(using)
+
+    def find(parent_owner: Any) -> Conversation | None:
+        if pk is not None:
+            return manager.filter(pk=pk).first()
+        if external_id:
+            return manager.filter(
+                owner_id=parent_owner, source=source, external_id=external_id
+            ).first()
+        return None
+
+    def adopt(existing: Conversation) -> Conversation:
+        _check_link(existing, parent_id, call_id)
+        if owner_id is not None and existing.owner_id != owner_id:
+            raise OwnershipConflict(f"conversation {existing.pk} belongs to another owner")
+        if call_id and not existing.parent_call_id:
+            return _link(existing, parent_id, call_id)
+        return existing
+
+    for _attempt in range(3):
+        try:
+            with writing(parent_id) as write:
+                above = write.conversation
+                if owner_id is not None and above.owner_id != owner_id:
+                    raise OwnershipConflict(
+                        f"a child has its parent's owner; conversation {above.pk} belongs to "
+                        "another owner"
+                    )
+                existing = find(above.owner_id)
+                if existing is None:
+                    event_seq = write.take_event()
+                    try:
+                        with transaction.atomic(using=using):  # a lost race rolls back only this
+                            child = manager.create(
+                                **({"pk": pk} if pk is not None else {}),
+                                owner_id=above.owner_id,
+                                parent_id=above.pk,
+                                parent_call_id=call_id,
+                                parent_created_event_seq=event_seq,
+                                parent_event_seq=event_seq,
+                                source=source,
+                                external_id=external_id,
+                                **fields,
+                            )
+                    except IntegrityError:
+                        raise _Taken() from None
+                    above.child_count += 1
+                    write.extra_fields.add("child_count")
+                    write.stamp(child.created_at if "created_at" in fields else None)
+                    write.children.append(child)
+                    send_on_commit(
+                        signals.conversation_saved, using, conversation=child, event_seq=0
+                    )
+                    return child
+        except _Taken:
+            continue
+        return adopt(existing)
+    with database_errors():
+        existing = find(manager.filter(pk=parent_id).values_list("owner_id", flat=True).first())
+    if existing is None:
+        raise ConversationNotFound("the conversation could not be created or found")
+    return adopt(existing)
 
 
 def start_conversation(
@@ -99,9 +255,22 @@ def start_conversation(
     source: str | None = None,
     external_id: str | None = None,
     created_at: datetime | None = None,
+    parent: ConversationRef | None = None,
+    parent_call_id: str | None = None,
 ) -> Conversation:
     """Create a conversation, or return the existing one with that id or ``(owner, source,
     external_id)`` key (agentfootprint session store).
+
+    ``parent`` (a Conversation or its id) makes a child conversation: a subagent launched by the
+    call ``parent_call_id`` of the parent (None or "" when the log does not say; at most 255
+    characters). A child always has its parent's owner (``owner`` None takes it; another owner
+    raises ``OwnershipConflict``), and its parent is set at creation only: an existing
+    conversation found with another parent, or launched by another call, raises
+    ``ParentConflict``. A call id given for an existing child that had none is set (write-once).
+    Creating a child is also a write to the parent, under its lock: ``child_count`` + 1 and one
+    event_seq, announced as ``child_updated`` (docs/architecture.md "Child conversations").
+    ``ConversationNotFound`` when the parent does not exist; ``InvalidContent`` for a call id
+    without a parent.
 
     ``owner`` is a user, a user pk or None. The owner is write-once: an ownerless conversation is
     claimed by the first owner given; another owner raises ``OwnershipConflict``. ``title`` at most
@@ -126,6 +295,19 @@ def start_conversation(
     pk = None if conversation_id is None else conversation_pk(conversation_id)
     created_at = check_time(created_at, what="created_at")
     times = {} if created_at is None else {"created_at": created_at, "saved_at": created_at}
+    call_id = check_short_string(parent_call_id or "", what="parent_call_id")
+    if parent is not None:
+        return _start_child(
+            parent=parent,
+            owner_id=new_owner,
+            call_id=call_id,
+            fields={"title": title, "metadata": metadata, **times},
+            pk=pk,
+            external_id=external_id,
+            source=source,
+        )
+    if call_id:
+        raise InvalidContent("parent_call_id needs a parent")
     manager = Conversation.objects
 
     def find() -> Conversation | None:
@@ -262,7 +444,7 @@ def set_status(
         if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
     at = check_time(at, what="at")
-    with writing(conversation, at) as write:
+    with writing(conversation, at, parent=True) as write:
         locked = write.conversation
         if locked.status != status or locked.pending_ask != pending_ask:
             if locked.pending_ask != pending_ask:

@@ -1,15 +1,17 @@
-"""Deleting conversations in batches, and purging by owner or age (docs/deployment.md "Retention
-and holds"). A held conversation (``selectors.is_held``) is never deleted or purged."""
+"""Deleting conversations in batches, with their children, and purging by owner or age
+(docs/deployment.md "Retention and holds"). A held conversation (``selectors.is_held``: a hold on
+it or on one of its descendants) is never deleted or purged."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
 from django.db import connections, router, transaction
 from django.db.models import F, Model, QuerySet
+from django.utils import timezone
 
 from murmur_conversations import signals
 from murmur_conversations.exceptions import ConversationHeld
@@ -29,15 +31,20 @@ from murmur_conversations.models import (
 from murmur_conversations.selectors import held_condition, is_held, purge_candidates
 from murmur_conversations.services.writing import (
     ConversationRef,
+    announce,
     conversation_pk,
     database_errors,
     lock_conversation,
+    parent_pk,
     send_on_commit,
 )
 
 _DELETE_BATCH: Final = 2000
-#: Conversations deleted per transaction by ``purge_conversations``.
+#: Top-level conversations (each with its children) deleted per transaction by
+#: ``purge_conversations``.
 PURGE_BATCH: Final = 50
+#: Conversations whose leaf rows one batch of deletes covers.
+_CONVERSATIONS_PER_BATCH: Final = 200
 #: Leaf tables first (display rows point at messages and calls). Tables of the app not listed
 #: here are removed by the cascade of the final conversation delete.
 _ROW_MODELS: Final[tuple[tuple[type[Model], str], ...]] = (
@@ -53,38 +60,95 @@ _ROW_MODELS: Final[tuple[tuple[type[Model], str], ...]] = (
     (AccessLogEntry, "conversation_id__in"),
 )
 
+Owned = tuple[uuid.UUID, Any]
 
-def _delete_rows(using: str, ids: list[uuid.UUID]) -> None:
-    """Delete the rows of the conversations ``ids`` in batches, then the conversations."""
-    for model, lookup in _ROW_MODELS:
-        manager = model._default_manager.using(using)
-        while True:
-            batch: list[Any] = list(
-                manager.filter(**{lookup: ids})
-                .order_by()
-                .values_list("pk", flat=True)[:_DELETE_BATCH]
+
+def _descendants(root: uuid.UUID, using: str) -> list[list[Owned]]:
+    """The descendants of ``root`` as ``(pk, owner_id)`` pairs, one list per generation (children,
+    grandchildren...), each locked after its parents (docs/architecture.md "Child conversations":
+    locks go parent before child)."""
+    manager = Conversation.objects.using(using)
+    generations: list[list[Owned]] = []
+    level = [root]
+    while level:
+        found: list[Owned] = []
+        for start in range(0, len(level), _CONVERSATIONS_PER_BATCH):
+            chunk = level[start : start + _CONVERSATIONS_PER_BATCH]
+            found.extend(
+                manager.select_for_update()
+                .filter(parent_id__in=chunk)
+                .order_by("pk")
+                .values_list("pk", "owner_id")
             )
-            if not batch:
-                break
-            manager.filter(pk__in=batch).delete()
-    Conversation.objects.using(using).filter(pk__in=ids).delete()
+        if found:
+            generations.append(found)
+        level = [pk for pk, _owner in found]
+    return generations
 
 
-def delete_conversation(*, conversation: ConversationRef) -> None:
-    """Delete a conversation and all its rows in batches, leaf tables first, in one transaction;
-    sends ``conversation_deleted(conversation_id, owner_id)`` after commit. Raises
-    ``ConversationHeld`` for a held conversation (nothing is deleted), ``ConversationNotFound``
-    or ``WriteConflict``."""
+def _delete_rows(pks: list[uuid.UUID], using: str) -> None:
+    """The rows of the conversations ``pks`` in every table of the app, in batches, leaf tables
+    first."""
+    for start in range(0, len(pks), _CONVERSATIONS_PER_BATCH):
+        chunk = pks[start : start + _CONVERSATIONS_PER_BATCH]
+        for model, lookup in _ROW_MODELS:
+            manager = model._default_manager.using(using)
+            while True:
+                ids: list[Any] = list(
+                    manager.filter(**{lookup: chunk})
+                    .order_by()
+                    .values_list("pk", flat=True)[:_DELETE_BATCH]
+                )
+                if not ids:
+                    break
+                manager.filter(pk__in=ids).delete()
+
+
+def _delete_tree(pk: uuid.UUID, owner_id: Any, using: str) -> int:
+    """Delete the locked conversation ``pk`` with its descendants and all their rows (inside the
+    caller's transaction); ``conversation_deleted`` for each after commit, children first.
+    Returns how many conversations were deleted."""
+    generations = _descendants(pk, using)
+    ordered: list[Owned] = [(pk, owner_id)]
+    for generation in generations:
+        ordered.extend(generation)
+    _delete_rows([p for p, _owner in ordered], using)
+    manager = Conversation.objects.using(using)
+    for generation in reversed(generations):  # children before their parents
+        manager.filter(pk__in=[p for p, _owner in generation]).delete()
+    manager.filter(pk=pk).delete()
+    for child, child_owner in reversed(ordered):
+        send_on_commit(
+            signals.conversation_deleted, using, conversation_id=child, owner_id=child_owner
+        )
+    return len(ordered)
+
+
+def delete_conversation(*, conversation: ConversationRef) -> int:
+    """Delete a conversation, its children (and theirs) and all their rows in batches, leaf
+    tables first, in one transaction; sends ``conversation_deleted(conversation_id, owner_id)``
+    for each after commit, children first. Deleting a child on its own is also a write to its
+    parent (``child_count`` - 1, one event_seq, ``child_deleted``). Locks go parent before child:
+    the parent of a child first, then the conversation, then its descendants generation by
+    generation. Returns how many conversations were deleted. Raises ``ConversationHeld`` when the
+    conversation or one of its descendants is under a legal hold (nothing is deleted),
+    ``ConversationNotFound`` or ``WriteConflict``."""
     pk = conversation_pk(conversation)
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
+        above = parent_pk(conversation, using)
+        parent = lock_conversation(above, using) if above is not None else None
         locked = lock_conversation(pk, using)
         if is_held(pk):
             raise ConversationHeld(f"conversation {pk} is under a legal hold")
-        _delete_rows(using, [pk])
-        send_on_commit(
-            signals.conversation_deleted, using, conversation_id=pk, owner_id=locked.owner_id
-        )
+        deleted = _delete_tree(pk, locked.owner_id, using)
+        if parent is not None:
+            parent.child_count = max(parent.child_count - 1, 0)
+            parent.last_event_seq += 1
+            parent.saved_at = max(parent.saved_at, timezone.now())
+            parent.save(using=using, update_fields=["child_count", "last_event_seq", "saved_at"])
+            announce(parent, using, parent.last_event_seq, children_deleted=[pk])
+    return deleted
 
 
 def purge_conversations(
@@ -95,11 +159,13 @@ def purge_conversations(
     batch_size: int = PURGE_BATCH,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[int, bool]:
-    """Erase conversations for erasure requests and retention: those of ``owner`` and/or not saved
-    for ``older_than``, oldest first, held ones never; at most ``limit`` per call, ``batch_size``
-    per transaction (each batch: its rows leaf tables first, then ``conversation_deleted`` per
-    conversation after commit; ``progress(n)`` after each). Returns ``(deleted, more)`` where
-    ``more`` says whether matching conversations that are not held remain. Needs ``owner`` or
+    """Erase conversations for erasure requests and retention: the top-level conversations of
+    ``owner`` and/or not saved for ``older_than``, oldest first, each with its children (a
+    child's write moves its parent's ``saved_at``, so a parent is never older than its children),
+    held ones never; at most ``limit`` top-level conversations per call, ``batch_size`` per
+    transaction (``progress(n)`` after each batch, ``n`` conversations deleted, children
+    included). Returns ``(deleted, more)``: how many conversations were deleted, children
+    included, and whether matching conversations that are not held remain. Needs ``owner`` or
     ``older_than`` (else ``ValueError``).
 
     Safe to run concurrently (cron, several workers): on PostgreSQL a batch is chosen with
@@ -113,25 +179,30 @@ def purge_conversations(
     for name, value in (("limit", limit), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer")
-    matching = purge_candidates(owner=owner, older_than=older_than).exclude(held_condition())
-    deleted = 0
-    while deleted < limit:
-        done = _purge_batch(matching, min(batch_size, limit - deleted))
+    matching = (
+        purge_candidates(owner=owner, older_than=older_than)
+        .filter(parent__isnull=True)
+        .exclude(held_condition())
+    )
+    deleted = taken = 0
+    while taken < limit:
+        done = _purge_batch(matching, min(batch_size, limit - taken))
         if done is None:
             break
-        deleted += done
-        if progress is not None and done:
-            progress(done)
+        taken += done[0]
+        deleted += done[1]
+        if progress is not None and done[1]:
+            progress(done[1])
     return deleted, matching.exists()
 
 
-def _purge_batch(matching: QuerySet[Conversation], size: int) -> int | None:
-    """Delete up to ``size`` of ``matching`` in one transaction; None when none is left to take."""
+def _purge_batch(matching: QuerySet[Conversation], size: int) -> tuple[int, int] | None:
+    """Delete up to ``size`` of ``matching`` (with their children) in one transaction: ``(top-level
+    conversations taken, conversations deleted)``, or None when none is left to take."""
     using = router.db_for_write(Conversation)
-    vendor = connections[using].vendor
     with database_errors(), transaction.atomic(using=using):
         manager = Conversation.objects.using(using)
-        if vendor == "sqlite":  # take the write lock before reading (see lock_conversation)
+        if connections[using].vendor == "sqlite":  # the write lock before reading
             manager.filter(last_event_seq__lt=0).update(last_event_seq=F("last_event_seq"))
         chosen = matching.using(using).order_by("saved_at", "pk")
         if connections[using].features.has_select_for_update_skip_locked:
@@ -141,12 +212,5 @@ def _purge_batch(matching: QuerySet[Conversation], size: int) -> int | None:
             return None
         ids = [pk for pk, _owner in rows]
         held = set(manager.filter(pk__in=ids).filter(held_condition()).values_list("pk", flat=True))
-        rows = [(pk, owner_id) for pk, owner_id in rows if pk not in held]
-        _delete_rows(using, [pk for pk, _owner in rows])
-        _announce(using, rows)
-    return len(rows)
-
-
-def _announce(using: str, rows: Iterable[tuple[uuid.UUID, Any]]) -> None:
-    for pk, owner_id in rows:
-        send_on_commit(signals.conversation_deleted, using, conversation_id=pk, owner_id=owner_id)
+        deleted = sum(_delete_tree(pk, owner_id, using) for pk, owner_id in rows if pk not in held)
+    return len(rows), deleted

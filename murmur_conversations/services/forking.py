@@ -93,8 +93,9 @@ def _cut(using: str, original: Conversation, at_seq: int) -> tuple[int, int, int
 
 def _copy(
     using: str, original: Conversation, fork: Conversation, cut: tuple[int, int, int]
-) -> None:
-    """The ``INSERT ... SELECT`` statements (one per table)."""
+) -> int:
+    """The ``INSERT ... SELECT`` statements (one per table); returns how many tool calls were
+    copied."""
     position, last_seq, cut_event = cut
     display, message, call = (table(using, m) for m in (DisplayMessage, Message, ToolCall))
     conv = column(using, DisplayMessage, "conversation")
@@ -140,7 +141,7 @@ def _copy(
     # Every statement is driven by the original's rows through their indexes (a range of seq,
     # primary keys), and finds the fork's new rows by a lookup on a unique index, so its plan does
     # not depend on statistics of rows this transaction just wrote.
-    insert_select(
+    calls = insert_select(
         using=using,
         target=ToolCall,
         source_alias="t",
@@ -211,6 +212,7 @@ def _copy(
             values={"conversation_id": "%(fork)s"},
             params=params,
         )
+    return calls
 
 
 def _settle(using: str, fork: Conversation) -> None:
@@ -248,8 +250,9 @@ def fork_conversation(
     before it) into a new conversation owned by ``owner`` (a user or pk); returns the new one,
     with ``forked_from`` and ``forked_at_seq`` set. The original is not written.
 
-    The fork is ``idle`` without a pending ask, has the original's title (or ``title``), metadata
-    and source, no external id, no feedback, shares or organising fields; counters equal its rows.
+    The fork is ``idle`` without a pending ask, top-level (no parent, no children: a subagent's
+    child conversations are not copied), has the original's title (or ``title``), metadata and
+    source, no external id, no feedback, shares or organising fields; counters equal its rows.
     Tool calls are in their state at the cut (see the module docstring). One transaction under the
     original's lock; on commit ``conversation_saved`` announces the fork (with its
     ``last_event_seq``). ``at_seq`` must be an integer from 1 to the original's ``last_seq``
@@ -288,7 +291,8 @@ def fork_conversation(
             forked_from=original,
             forked_at_seq=at_seq,
         )
-        _copy(using, original, fork, cut)
+        fork.tool_call_count = _copy(using, original, fork, cut)
+        fork.save(using=using, update_fields=["tool_call_count"])
         _settle(using, fork)
         send_on_commit(
             signals.conversation_saved, using, conversation=fork, event_seq=fork.last_event_seq

@@ -79,7 +79,7 @@ def answer_pending_ask(
     message = normalize_message(
         {"role": "user", "content": text}, max_content_bytes=app_settings.max_content_bytes
     )
-    with writing(conversation) as write:
+    with writing(conversation, parent=True) as write:
         conv = write.conversation
         ask = conv.pending_ask
         if ask is None:
@@ -137,7 +137,7 @@ def cancel_run(*, conversation: ConversationRef) -> Conversation:
     pending ask is cleared, a ``system``/``notification`` row "Agent execution cancelled." is saved
     and the status becomes ``cancelled``; one event_seq. Already cancelled with nothing open: no-op.
     """
-    with writing(conversation) as write:
+    with writing(conversation, parent=True) as write:
         conv = write.conversation
         open_calls = (
             ToolCall.objects.using(write.using)
@@ -180,7 +180,7 @@ def recover_interrupted(
         candidates = candidates.filter(pk=conversation_pk(conversation))
     changed = 0
     for pk in candidates.values_list("pk", flat=True).distinct().iterator():
-        with writing(pk) as write:
+        with writing(pk, parent=True) as write:
             conv = write.conversation
             if conv.saved_at >= cutoff:
                 continue  # written to since we looked

@@ -74,6 +74,20 @@ def send_on_commit(signal: Signal, using: str, **kwargs: Any) -> None:
     transaction.on_commit(lambda: send(signal, **kwargs), using=using, robust=True)
 
 
+def tell_parent(parent: Conversation, child: Conversation, using: str, when: datetime) -> int:
+    """A write to ``parent`` (locked by the caller, before the child) saying that its child
+    changed (its status or steps; docs/architecture.md "Child conversations"): one new event_seq
+    of the parent, recorded on the child as ``parent_event_seq`` (the caller saves the child),
+    ``saved_at`` moved to ``when`` (never backwards), and ``child_updated`` then the parent's
+    ``conversation_saved`` queued. Returns the parent's event_seq."""
+    parent.last_event_seq += 1
+    parent.saved_at = max(parent.saved_at, when)
+    parent.save(using=using, update_fields=["last_event_seq", "saved_at"])
+    child.parent_event_seq = parent.last_event_seq
+    announce(parent, using, parent.last_event_seq, children=[child])
+    return parent.last_event_seq
+
+
 def announce(
     conversation: Conversation,
     using: str,
@@ -84,11 +98,14 @@ def announce(
     calls: Iterable[ToolCall] = (),
     status_changed: bool = False,
     conversation_updated: bool = False,
+    children: Iterable[Conversation] = (),
+    children_deleted: Iterable[uuid.UUID] = (),
 ) -> None:
     """Queue the signals of one write that took ``event_seq``, for after commit, in the order of
     docs/websocket.md ("The frames of one write come in this order"): ``display_messages_saved``
     (the created rows, by ``seq``), ``display_message_updated`` per changed row (by ``seq``),
-    ``tool_call_updated`` per call, ``status_changed``, ``conversation_updated``, and always
+    ``tool_call_updated`` per call, ``status_changed``, ``conversation_updated``,
+    ``child_updated`` per child that changed, ``child_deleted`` per child deleted, and always
     ``conversation_saved`` last. The general path (:meth:`Write.finish`) and the single-statement
     path (``fastpath``) both announce through here, so their order cannot drift."""
     rows = sorted(created, key=lambda row: row.seq)
@@ -124,6 +141,22 @@ def announce(
         send_on_commit(
             signals.conversation_updated, using, conversation=conversation, event_seq=event_seq
         )
+    for child in children:
+        send_on_commit(
+            signals.child_updated,
+            using,
+            conversation=conversation,
+            child=child,
+            event_seq=event_seq,
+        )
+    for child_id in children_deleted:
+        send_on_commit(
+            signals.child_deleted,
+            using,
+            conversation=conversation,
+            child_id=child_id,
+            event_seq=event_seq,
+        )
     send_on_commit(
         signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
     )
@@ -150,10 +183,23 @@ class Write:
     ``now`` is the time rows are stamped with: the wall clock, or the time the writer gave
     (``at``; docs/write-path.md "Times"). ``stamp`` switches it per message. ``finish`` sets
     ``saved_at`` to the latest time stamped, never earlier than the stored one.
+
+    ``parent`` is the locked parent of a child conversation, when the service may change what the
+    parent shows of it (its status, its steps): ``finish`` then also writes to the parent
+    (:func:`tell_parent`) when the status changed or tool calls were created (``parent_news``).
     """
 
-    def __init__(self, conversation: Conversation, using: str, at: datetime | None = None) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        using: str,
+        at: datetime | None = None,
+        parent: Conversation | None = None,
+    ) -> None:
         self.conversation = conversation
+        self.parent = parent
+        #: Something the parent's stream shows of this child changed besides the status.
+        self.parent_news = False
         self.using = using
         self.clock: datetime = timezone.now()
         self.now: datetime = at or self.clock
@@ -169,6 +215,8 @@ class Write:
         self.extra_fields: set[str] = set()
         #: Secrets replaced in what this call stores, per detector (docs/write-path.md).
         self.redactions: Counter[str] = Counter()
+        #: Children of this conversation whose summary changed in this call (created, linked).
+        self.children: list[Conversation] = []
 
     def take_event(self) -> int:
         """This call's event_seq, taken on first use (one per changing call)."""
@@ -206,7 +254,17 @@ class Write:
         # saved_at never moves backwards: an import replaying an old log keeps a newer time.
         when = self.now if self.latest is None else self.latest
         conversation.saved_at = max(conversation.saved_at, when)
-        fields = {"record_length", "transcript_count", "last_seq", "last_event_seq", "saved_at"}
+        fields = {
+            "record_length",
+            "transcript_count",
+            "last_seq",
+            "last_event_seq",
+            "saved_at",
+            "tool_call_count",
+        }
+        if self.parent is not None and (self.parent_news or self.status_changed):
+            tell_parent(self.parent, conversation, self.using, conversation.saved_at)
+            fields.add("parent_event_seq")
         conversation.save(using=self.using, update_fields=sorted(fields | self.extra_fields))
         announce(
             conversation,
@@ -217,6 +275,7 @@ class Write:
             calls=self.calls_changed.values(),
             status_changed=self.status_changed,
             conversation_updated=self.conversation_updated,
+            children=self.children,
         )
 
     def new_row(self, **fields: Any) -> DisplayMessage:
@@ -287,10 +346,32 @@ def copy_state(target: Conversation, source: Conversation) -> None:
         setattr(target, model_field.attname, getattr(source, model_field.attname))
 
 
+def parent_pk(conversation: ConversationRef, using: str) -> uuid.UUID | None:
+    """The parent's primary key of a conversation (None for a top-level one): from the instance,
+    else one read. ``parent`` is set at creation and never changes, so an unlocked read is
+    exact; ``ConversationNotFound`` when there is no such conversation."""
+    if isinstance(conversation, Conversation):
+        value: uuid.UUID | None = conversation.parent_id
+        return value
+    pk = conversation_pk(conversation)
+    found = list(
+        Conversation.objects.using(using).filter(pk=pk).values_list("parent_id", flat=True)[:1]
+    )
+    if not found:
+        raise ConversationNotFound(f"no conversation {pk}")
+    return found[0]
+
+
 @contextmanager
-def writing(conversation: ConversationRef, at: datetime | None = None) -> Iterator[Write]:
+def writing(
+    conversation: ConversationRef, at: datetime | None = None, *, parent: bool = False
+) -> Iterator[Write]:
     """Run a service body atomically on the locked conversation; see :class:`Write`. ``at`` is
     the time of the change when the writer gives one (docs/write-path.md "Times").
+
+    ``parent``: the body may change what a parent shows of this conversation (its status, its
+    steps). The parent of a child is then locked first, so locks are always taken parent before
+    child (docs/architecture.md "Child conversations"), and :meth:`Write.finish` writes to it.
 
     Raises ``ConversationNotFound``, ``WriteConflict`` (retryable), or whatever the body raises;
     in every error case nothing was written. A Conversation instance passed in is refreshed with the
@@ -299,7 +380,9 @@ def writing(conversation: ConversationRef, at: datetime | None = None) -> Iterat
     pk = conversation_pk(conversation)
     using = router.db_for_write(Conversation)
     with database_errors(), transaction.atomic(using=using):
-        write = Write(lock_conversation(pk, using), using, at)
+        above = parent_pk(conversation, using) if parent else None
+        locked_parent = lock_conversation(above, using) if above is not None else None
+        write = Write(lock_conversation(pk, using), using, at, locked_parent)
         yield write
         write.finish()
     if isinstance(conversation, Conversation) and conversation is not write.conversation:

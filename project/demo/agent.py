@@ -1,8 +1,9 @@
 """A scripted agent run, written by this project, that drives the services as a real runtime would.
 
 It shows everything the app can display: streamed text (``display_message_delta``), thinking,
-parallel tool calls moving pending -> executing -> completed, a failed call, an error notice and a
-pending question. ``manage.py demo_agent`` and the demo page's button run it.
+parallel tool calls moving pending -> executing -> completed, a failed call, a subagent launched by
+a ``Task`` call (a child conversation with its own steps, docs/demo.md "Subagents"), an error notice
+and a pending question. ``manage.py demo_agent`` and the demo page's button run it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ THINKING = (
     "The user wants a cause, not a guess. Two sources will tell: the CI timing export and the diff "
     "of the lockfile since Tuesday. I can read both at once."
 )
+SUBAGENT_PROMPT = "Find which build step got slower since Tuesday, from the nightly build logs."
+SUBAGENT_REPORT = "`build-wheels` went from 40s to 4m30s; every other step is within 5s of Monday."
 FINDINGS = (
     "The nightly build went from 6m40s to 11m05s on Tuesday. The lockfile diff shows that "
     "`image-tools` moved from 2.3 to 3.0, which no longer ships a prebuilt wheel for our Python, "
@@ -38,6 +41,65 @@ def _stream(
             conversation=conversation, stream_id=stream_id, text=word if index == 0 else " " + word
         )
         pause()
+
+
+def _subagent(conversation: Conversation, run: int, pause: Callable[..., None]) -> None:
+    """The ``Task`` call's subagent: a child conversation that runs, takes two steps (tool
+    calls) and reports; its parent's stream hears each change (``child_updated``)."""
+    task = f"task-{run}"
+    services.update_tool_status(
+        conversation=conversation,
+        status="executing",
+        tool_info={"call_id": task, "display_text": "A subagent profiles the build steps"},
+    )
+    child = services.start_conversation(
+        owner=None, parent=conversation, parent_call_id=task, title="Profile the build steps"
+    )
+    services.set_status(conversation=child, status="running")
+    services.save_message(
+        conversation=child,
+        message={"role": "user", "content": SUBAGENT_PROMPT, "id": f"demo-sub-prompt-{run}"},
+    )
+    for step, (name, arguments, output) in enumerate(
+        (
+            ("read_build_log", {"night": "monday"}, "build-wheels 40s · tests 3m10s · lint 25s"),
+            ("read_build_log", {"night": "tuesday"}, "build-wheels 4m30s · tests 3m12s · lint 24s"),
+        )
+    ):
+        call = f"sub-{step}-{run}"
+        pause()
+        services.save_message(
+            conversation=child,
+            message={
+                "role": "assistant",
+                "id": f"demo-sub-call-{step}-{run}",
+                "content": [{"type": "tool_call", "id": call, "name": name, "input": arguments}],
+            },
+        )
+        pause()
+        services.save_message(
+            conversation=child,
+            message={
+                "role": "tool",
+                "tool_call_id": call,
+                "id": f"demo-sub-result-{step}-{run}",
+                "content": output,
+            },
+        )
+    services.save_message(
+        conversation=child,
+        message={"role": "assistant", "content": SUBAGENT_REPORT, "id": f"demo-sub-report-{run}"},
+    )
+    services.set_status(conversation=child, status="idle")
+    services.save_message(
+        conversation=conversation,
+        message={
+            "role": "tool",
+            "tool_call_id": task,
+            "id": f"demo-task-{run}",
+            "content": SUBAGENT_REPORT,
+        },
+    )
 
 
 def run_demo_agent(
@@ -89,6 +151,12 @@ def run_demo_agent(
                     "name": "read_cache_stats",
                     "input": {"bucket": "ci-cache"},
                 },
+                {
+                    "type": "tool_call",
+                    "id": f"task-{run}",
+                    "name": "Task",
+                    "input": {"description": "Profile the build steps", "prompt": SUBAGENT_PROMPT},
+                },
             ],
         },
     )
@@ -103,7 +171,7 @@ def run_demo_agent(
             status="executing",
             tool_info={"call_id": call, "display_text": display_text},
         )
-    pause(2)
+    _subagent(conversation, run, pause)
     services.save_message(
         conversation=conversation,
         message={

@@ -256,9 +256,13 @@ def test_live_page_streams_badges_and_catches_up(
     run = Conversation.objects.get(pk=run_id)
     expect(page.locator("#pending .question")).to_contain_text("Pin image-tools<3")
     expect(page.locator("#streams li")).to_have_count(0)  # the saved text replaced the stream
-    badges = page.locator("#cards li.tool-call [data-role=tool-status]")
-    expect(badges).to_have_text(["completed", "completed", "failed"])
-    histories = page.locator("#cards li.tool-call").evaluate_all(
+    badges = page.locator("#cards > li.tool-call > .card-head [data-role=tool-status]")
+    expect(badges).to_have_text(["completed", "completed", "failed", "completed"])
+    # the Task call's subagent ran and finished, live in its card
+    task = page.locator("#cards > li.tool-call", has_text="Tool call · Task")
+    expect(task.locator("[data-role=subagent-status]")).to_have_text("idle")
+    expect(task.locator("[data-role=subagent-steps]")).to_have_text("2 steps")
+    histories = page.locator("#cards > li.tool-call").evaluate_all(
         "(cards) => cards.map((c) => c.dataset.history.split(' '))"
     )
     assert any(len(history) >= 2 for history in histories), histories
@@ -313,6 +317,83 @@ def test_live_page_streams_badges_and_catches_up(
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "demo-page.png"), animations="disabled")
+    context.problems.assert_none()
+
+
+def test_a_task_card_opens_its_subagents_transcript_nested(
+    server: str, context: WatchedContext, demo_user: User
+) -> None:
+    """docs/demo.md "Subagents": the Task card follows its child's status and steps live and
+    opens the child's transcript nested in place; the sidebar lists top-level conversations."""
+    from playwright.sync_api import expect
+
+    parent = services.start_conversation(owner=demo_user, title="Survey the garden")
+    services.save_message(
+        conversation=parent,
+        message={
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "I'll send a subagent to count the beds."},
+                {
+                    "type": "tool_call",
+                    "id": "toolu_survey",
+                    "name": "Task",
+                    "input": {"description": "Count the beds", "prompt": "Count the beds"},
+                },
+            ],
+        },
+    )
+    child = services.start_conversation(
+        owner=demo_user, parent=parent, parent_call_id="toolu_survey", title="Count the beds"
+    )
+    services.set_status(conversation=child, status="running")
+    services.save_message(conversation=child, message={"role": "user", "content": "Count the beds"})
+    page = context.new_page()
+    log_in(page, server)
+    open_conversation(page, "Survey the garden")
+    expect(
+        page.locator("#conversations button.conversation", has_text="Count the beds")
+    ).to_have_count(0)
+    task = page.locator('#cards > li[data-call-id="toolu_survey"]')
+    status = task.locator("[data-role=subagent-status]")
+    steps = task.locator("[data-role=subagent-steps]")
+    expect(status).to_have_text("running")
+    expect(steps).to_have_text("0 steps")
+    # live: each step of the child, then its end, reach the parent's card
+    services.save_message(
+        conversation=child,
+        message={
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c1", "name": "count_beds", "input": {}}],
+        },
+    )
+    expect(steps).to_have_text("1 step")
+    services.save_message(
+        conversation=child, message={"role": "tool", "tool_call_id": "c1", "content": "7 beds"}
+    )
+    services.save_message(conversation=child, message={"role": "assistant", "content": "Seven."})
+    services.set_status(conversation=child, status="idle")
+    expect(status).to_have_text("idle")
+    # open the child's transcript in place: its rows, in order, inside the Task card
+    task.get_by_role("button", name="Open subagent").click()
+    nested = task.locator("ol.nested > li.card")
+    expect(nested).to_have_count(len(stored_ids(child)))
+    assert nested.evaluate_all("(cards) => cards.map((c) => c.dataset.id)") == stored_ids(child)
+    expect(nested.last).to_contain_text("Seven.")
+    expect(task.get_by_role("button", name="Hide subagent")).to_have_attribute(
+        "aria-expanded", "true"
+    )
+    # the Task call finishing re-renders its card, the nested transcript stays open
+    services.save_message(
+        conversation=parent,
+        message={"role": "tool", "tool_call_id": "toolu_survey", "content": "Seven."},
+    )
+    expect(task.locator(":scope > .card-head [data-role=tool-status]")).to_have_text("completed")
+    expect(nested).to_have_count(len(stored_ids(child)))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "demo-subagent.png"), animations="disabled")
+    task.get_by_role("button", name="Hide subagent").click()
+    expect(nested).to_have_count(0)
     context.problems.assert_none()
 
 
@@ -690,16 +771,20 @@ def test_admin_works_under_the_content_security_policy(
     assert_policy_header(page, server)
 
     # The change list: its script counts the selection, the filter panel is there.
-    conversations.click()
-    expect(page.locator("#result_list tbody tr")).to_have_count(3)
+    conversations.click()  # the two demo conversations, the nightly's subagent, the extra one
+    expect(page.locator("#result_list tbody tr")).to_have_count(4)
     page.locator("#action-toggle").check()
-    expect(page.locator(".action-counter")).to_have_text("3 of 3 selected")
+    expect(page.locator(".action-counter")).to_have_text("4 of 4 selected")
     page.locator("#action-toggle").uncheck()
     expect(page.locator("#changelist-filter")).to_be_visible()
 
     # A conversation's page: the transcript cards, and the collapsed fieldset opens.
     page.goto(f"{server}/admin/murmur_conversations/conversation/{nightly.pk}/change/")
     expect(page.locator("body")).to_contain_text("Why is the nightly slow?")
+    # its subagent is listed and linked; the child's page links back to its parent
+    page.get_by_role("link", name="Profile the build steps").click()
+    expect(page.get_by_role("link", name=str(nightly.pk))).to_be_visible()
+    page.goto(f"{server}/admin/murmur_conversations/conversation/{nightly.pk}/change/")
     metadata = page.locator("details", has_text="Metadata")
     metadata.locator("summary").click()
     expect(metadata).to_have_attribute("open", "")
@@ -715,7 +800,7 @@ def test_admin_works_under_the_content_security_policy(
     # And through the list's "delete selected" action.
     page.goto(f"{server}/admin/murmur_conversations/conversation/")
     page.locator(f'input.action-select[value="{extra.pk}"]').check()
-    expect(page.locator(".action-counter")).to_have_text("1 of 2 selected")
+    expect(page.locator(".action-counter")).to_have_text("1 of 3 selected")
     page.locator("select[name=action]").select_option("delete_selected")
     page.get_by_role("button", name="Go").click()
     expect(page.locator("body")).to_contain_text("Are you sure")

@@ -22,7 +22,8 @@ def test_demo_setup_is_idempotent(django_user_model: type[User]) -> None:
     counts = (Conversation.objects.count(), DisplayMessage.objects.count())
     call_command("demo_setup", stdout=io.StringIO())
     assert (Conversation.objects.count(), DisplayMessage.objects.count()) == counts
-    assert counts[0] == 2
+    assert counts[0] == 3  # two conversations, and the subagent of the demo agent's run
+    assert Conversation.objects.filter(parent__isnull=True).count() == 2
     user = django_user_model.objects.get(username="demo")
     assert user.check_password("demo")
     assert user.is_staff
@@ -42,11 +43,17 @@ def test_demo_agent_shows_every_kind_of_row(django_user_model: type[User]) -> No
     statuses = sorted(
         ToolCall.objects.filter(conversation=conversation).values_list("status", flat=True)
     )
-    assert statuses == ["completed", "completed", "failed"]
+    assert statuses == ["completed", "completed", "completed", "failed"]
     assert conversation.status == "paused"
     assert conversation.pending_ask is not None
     assert conversation.pending_ask["question"].startswith("Pin image-tools")
     assert_counters_match_rows(conversation)
+    # the Task call's subagent: a child that took two steps and is done
+    [child] = conversation.children.all()
+    task = ToolCall.objects.get(conversation=conversation, name="Task")
+    assert (child.parent_call_id, child.status, child.tool_call_count) == (task.call_id, "idle", 2)
+    assert child.owner_id == conversation.owner_id
+    assert_counters_match_rows(child)
 
 
 @pytest.mark.parametrize(

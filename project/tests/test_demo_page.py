@@ -106,8 +106,10 @@ def test_run_agent_plays_into_a_new_conversation(
     statuses = sorted(
         ToolCall.objects.filter(conversation=conversation).values_list("status", flat=True)
     )
-    assert statuses == ["completed", "completed", "failed"]
+    assert statuses == ["completed", "completed", "completed", "failed"]
     assert_counters_match_rows(conversation)
+    [child] = conversation.children.all()  # the Task call's subagent, the same owner's
+    assert (child.owner, child.status) == (user, "idle")
     assert not Conversation.objects.filter(owner=make_user()).exists()
 
 
@@ -118,7 +120,7 @@ def test_run_agent_without_script_redirects_to_the_page(
     client.force_login(user)
     response = client.post("/demo/run-agent/")
     join_demo_runs()
-    conversation = Conversation.objects.get(owner=user)
+    conversation = Conversation.objects.get(owner=user, parent__isnull=True)
     assert response.status_code == 302
     assert response["Location"] == f"/#{conversation.pk}"
 

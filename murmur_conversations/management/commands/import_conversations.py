@@ -478,8 +478,10 @@ class Command(BaseCommand):
                 f"{outcome.unknown} unknown record(s), {outcome.problems} refused"
             )
         else:
+            top = len(outcome.conversations) - len(outcome.children)
+            children = f" and {len(outcome.children)} child(ren)" if outcome.children else ""
             text = (
-                f"{name} ({source}): {len(outcome.conversations)} conversation(s), "
+                f"{name} ({source}): {top} conversation(s){children}, "
                 f"{outcome.messages_added} message(s) added of {outcome.messages_seen} read, "
                 f"{outcome.unknown} unknown record(s) kept, "
                 f"{outcome.interrupted} open call(s) interrupted, {outcome.problems} refused"
@@ -494,10 +496,7 @@ class Command(BaseCommand):
                 "messages not kept"
             )
         if outcome.subagent_lines:
-            text += (
-                f", {outcome.subagent_lines} subagent line(s) kept as source records (subagents "
-                "become conversations of their own in a later version)"
-            )
+            text += f", {outcome.subagent_lines} subagent line(s) in child conversations"
         self.stdout.write(text + how)
 
 

@@ -434,6 +434,8 @@
   }
 
   function applyListFrame(items, frame) {
+    // A subagent's child conversation shows under its Task card, not in the sidebar.
+    if (frame.type === "conversation_saved" && frame.conversation.parent_id) return;
     if (frame.type === "conversation_saved") putSummary(items, frame.conversation);
     else if (frame.type === "conversation_deleted") items.delete(frame.conversation_id);
   }
@@ -703,6 +705,7 @@
     if (row.truncated) head.append(el("span", "muted", "(shortened; open the API for all)"));
     head.append(cardTools(row), showTime(el("time", "when"), row.created_at));
     li.append(head, ...body(row));
+    if (row.content_type === "tool_call") li.append(...subagents(row));
     return li;
   }
 
@@ -852,6 +855,125 @@
       notify(failure instanceof ApiError ? failure.message : "The link could not be revoked (no connection?).");
     }
     await loadShares(id);
+  }
+
+  // ------------------------------------------------------------------ subagents
+
+  /** The child conversations a tool call launched (docs/demo.md "Subagents"): each with its live
+   * status and step count, and a button that opens its transcript nested in the card. */
+  function subagents(row) {
+    const current = view;
+    if (!current) return [];
+    const callId = row.tool_call_id || (row.content && row.content.call_id);
+    const boxes = [];
+    for (const child of current.children.values()) {
+      if (child.parent_call_id !== callId) continue;
+      const box = el("section", "subagent");
+      box.dataset.childId = child.id;
+      const head = el("div", "subagent-head");
+      const badge = el("span", `badge status-${child.status}`, child.status);
+      badge.dataset.role = "subagent-status";
+      const steps = el("span", "muted", `${child.steps} ${child.steps === 1 ? "step" : "steps"}`);
+      steps.dataset.role = "subagent-steps";
+      const opened = current.openChildren.has(child.id);
+      const toggle = button("secondary small", opened ? "Hide subagent" : "Open subagent", () =>
+        toggleChild(current, child.id).catch(console.error),
+      );
+      toggle.setAttribute("aria-expanded", String(opened));
+      head.append(el("span", "subagent-title", `Subagent · ${titleOf(child)}`), badge, steps, toggle);
+      box.append(head);
+      if (opened) {
+        const rows = [...(current.childRows.get(child.id) || new Map()).values()];
+        const nested = el("ol", "cards nested");
+        nested.setAttribute("aria-label", `Transcript of ${titleOf(child)}`);
+        for (const childRow of rows.sort((a, b) => a.seq - b.seq)) nested.append(card(childRow, null));
+        box.append(nested);
+      }
+      boxes.push(box);
+    }
+    return boxes;
+  }
+
+  /** Re-render the tool-call cards that launched `childId` (its status, steps or rows moved). */
+  function showChild(current, childId) {
+    if (view !== current) return;
+    const child = current.children.get(childId);
+    for (const row of current.rows.values()) {
+      const callId = row.tool_call_id || (row.content && row.content.call_id);
+      if (row.content_type === "tool_call" && child && callId === child.parent_call_id) {
+        place(current, row);
+      }
+    }
+  }
+
+  /** The rows of a child's transcript changed after `since` (all of them the first time). */
+  async function loadChildRows(current, childId) {
+    const rows = current.childRows.get(childId) || new Map();
+    const since = current.childSeq.get(childId) || 0;
+    let cursor = "";
+    for (;;) {
+      const page = await getJSON(
+        `/api/conversations/${childId}/display-messages/?since=${since}&limit=100${cursor}`,
+      );
+      if (view !== current) return;
+      for (const row of page.results) {
+        rows.set(row.id, row);
+        current.childSeq.set(childId, Math.max(current.childSeq.get(childId) || 0, row.event_seq));
+      }
+      if (!page.next_cursor) break;
+      cursor = `&cursor=${encodeURIComponent(page.next_cursor)}`;
+    }
+    current.childRows.set(childId, rows);
+  }
+
+  async function toggleChild(current, childId) {
+    if (current.openChildren.has(childId)) {
+      current.openChildren.delete(childId);
+    } else {
+      current.openChildren.add(childId);
+      await loadChildRows(current, childId);
+    }
+    showChild(current, childId);
+  }
+
+  /** `child_updated` / `child_deleted` on the open conversation's stream. */
+  function onChild(current, frame) {
+    if (frame.type === "child_deleted") {
+      const gone = current.children.get(frame.child_id);
+      current.children.delete(frame.child_id);
+      current.openChildren.delete(frame.child_id);
+      if (gone) {
+        for (const row of current.rows.values()) {
+          if (row.content_type === "tool_call" && row.content.call_id === gone.parent_call_id) place(current, row);
+        }
+      }
+      return;
+    }
+    const child = frame.child;
+    const known = current.children.get(child.id);
+    if (known && timeKey(known.saved_at) > timeKey(child.saved_at)) return;
+    current.children.set(child.id, child);
+    if (current.openChildren.has(child.id)) {
+      loadChildRows(current, child.id)
+        .then(() => showChild(current, child.id))
+        .catch(console.error);
+    }
+    showChild(current, child.id);
+  }
+
+  /** The children of the open conversation, for its Task cards (GET ?parent=). */
+  async function loadChildren(current) {
+    let cursor = "";
+    for (;;) {
+      const page = await getJSON(`/api/conversations/?parent=${current.id}&limit=100${cursor}`);
+      if (view !== current) return;
+      for (const child of page.results) {
+        if (!current.children.has(child.id)) current.children.set(child.id, child);
+      }
+      if (!page.next_cursor) break;
+      cursor = `&cursor=${encodeURIComponent(page.next_cursor)}`;
+    }
+    for (const child of current.children.values()) showChild(current, child.id);
   }
 
   function nearBottom() {
@@ -1032,6 +1154,10 @@
       timer: null,
       retry: backoff(),
       loadingOlder: false,
+      children: new Map(), // child conversations by id (their summaries)
+      openChildren: new Set(), // children whose transcript is open in their Task card
+      childRows: new Map(), // child id -> its display rows by id
+      childSeq: new Map(), // child id -> the newest event_seq of its rows loaded
     };
   }
 
@@ -1101,6 +1227,10 @@
         break;
       case "conversation_updated":
         showHead(current, frame.conversation);
+        break;
+      case "child_updated":
+      case "child_deleted":
+        if (view === current) onChild(current, frame);
         break;
       case "display_message_delta":
         stream(current, frame);
@@ -1224,6 +1354,7 @@
     scrollToBottom();
     connectConversation(current);
     fillViewport();
+    await loadChildren(current);
   }
 
   function route() {
@@ -1303,6 +1434,7 @@
       if (gate) gate.release();
     },
     resyncing: () => paging.size,
+    children: () => (view ? [...view.children.values()] : []),
     settled: () => Promise.allSettled([...paging]).then(() => undefined),
   };
 
