@@ -91,9 +91,7 @@ def _cut(using: str, original: Conversation, at_seq: int) -> tuple[int, int, int
     return position, last_seq, cut_event
 
 
-def _copy(
-    using: str, original: Conversation, fork: Conversation, cut: tuple[int, int, int]
-) -> int:
+def _copy(using: str, original: Conversation, fork: Conversation, cut: tuple[int, int, int]) -> int:
     """The ``INSERT ... SELECT`` statements (one per table); returns how many tool calls were
     copied."""
     position, last_seq, cut_event = cut
