@@ -3,59 +3,21 @@ WriteConflict, never a raw database error; positions and seqs stay gapless; dupl
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from murmur_conversations import services
-from murmur_conversations.exceptions import ConversationsError, InvalidToolTransition, WriteConflict
+from murmur_conversations.exceptions import InvalidToolTransition, WriteConflict
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+from tests.concurrency_helpers import run_threads
 from tests.helpers import assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITERS = 50
-T = TypeVar("T")
-
-
-def run_threads(
-    count: int,
-    target: Callable[[int], T],
-    *,
-    expected: tuple[type[ConversationsError], ...] = (WriteConflict,),
-) -> tuple[list[T | None], list[ConversationsError | None]]:
-    """Start ``count`` threads at one barrier; return (results, errors) in thread order.
-
-    A thread may fail only with one of the ``expected`` errors (by default ``WriteConflict``,
-    the retryable one): anything else (a raw database error above all) fails the test here,
-    with every such error listed."""
-    barrier = threading.Barrier(count)
-    results: list[T | None] = [None] * count
-    raised: list[BaseException | None] = [None] * count
-
-    def work(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = target(index)
-        except BaseException as error:  # every error is checked below, none is dropped
-            raised[index] = error
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    unexpected = [e for e in raised if e is not None and not isinstance(e, expected)]
-    assert unexpected == [], [repr(e) for e in unexpected]
-    errors = [e if isinstance(e, ConversationsError) else None for e in raised]
-    return results, errors
 
 
 def test_fifty_writers_append_to_one_conversation(conversation: Conversation) -> None:

@@ -79,8 +79,7 @@ def test_claude_corpus_file(corpus: Path, user: User, name: str) -> None:
     assert counts(conversation) == (messages, calls, injected, records)
     children = list(conversation.children.order_by("parent_created_event_seq"))
     assert [(c.external_id, c.parent_call_id, *counts(c)[:2], counts(c)[3]) for c in children] == [
-        (f"{key}/{agent}", call, *rest)
-        for agent, call, *rest in CHILDREN[name]  # type: ignore[misc]
+        (f"{key}/{agent}", call, *rest) for agent, call, *rest in CHILDREN[name]
     ]
     everything = [conversation, *children]
     for each in everything:
@@ -169,7 +168,9 @@ def test_session_errors_and_injected_lines(corpus: Path, user: User) -> None:
     assert conversation.transcript_count == 1 + 3
 
 
-def test_stream_json_subagent_is_a_child_and_the_result_line_ends_the_run(corpus, user):
+def test_stream_json_subagent_is_a_child_and_the_result_line_ends_the_run(
+    corpus: Path, user: User
+) -> None:
     assert run(corpus / STREAM, "--owner", user.username)[0] == 0
     top = Conversation.objects.get(parent__isnull=True)
     record = list(Message.objects.filter(conversation=top).order_by("position"))

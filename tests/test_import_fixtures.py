@@ -218,9 +218,9 @@ def test_fixture_imports_with_hand_counted_rows(name: str, user: User) -> None:
     code, out, err = run(FIXTURES / name, "--owner", user.username)  # --format auto
     assert (code, err) == (0, "")
     read = expected.read if expected.read is not None else expected.all_messages
-    children = f" and {len(expected.children)} child(ren)" if expected.children else ""
+    with_children = f" and {len(expected.children)} child(ren)" if expected.children else ""
     assert (
-        f"({expected.source}): 1 conversation(s){children}, {expected.all_messages} message(s) "
+        f"({expected.source}): 1 conversation(s){with_children}, {expected.all_messages} message(s) "
         f"added of {read} read, {expected.unknown} unknown record(s) kept, "
         f"{expected.open_calls} open call(s) interrupted, 0 refused"
     ) in out

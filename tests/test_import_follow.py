@@ -149,7 +149,14 @@ def test_follow_stdin_until_it_ends(
         ("codex_exec_jsonl/multi_command.jsonl", 9, 3, []),
     ],
 )
-def test_follow_other_live_streams(corpus, user, name, messages, calls, children):
+def test_follow_other_live_streams(
+    corpus: Path,
+    user: User,
+    name: str,
+    messages: int,
+    calls: int,
+    children: list[tuple[int, int]],
+) -> None:
     data = (corpus / name).read_bytes()
     code, _, err = run("-", "--owner", user.username, "--follow", stdin=io.BytesIO(data))
     assert (code, err) == (0, "")

@@ -8,16 +8,19 @@ one conversation of its family."""
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur_conversations.models import Conversation, Message, SourceRecord, ToolCall
 from tests.agentlog_lines import Claude, tool_use, write_jsonl
 from tests.helpers import assert_counters_match_rows
-from tests.test_import import run
+from tests.import_helpers import JSON, run
 
 pytestmark = pytest.mark.django_db
 
@@ -26,13 +29,13 @@ STREAM = "claude_code_stream_json/explore_count_files.jsonl"
 TASK_TOOLS = ("Task", "Agent")
 
 
-def family(user):
+def family(user: User) -> tuple[Conversation, list[Conversation]]:
     """The one top-level conversation of ``user`` and its children, oldest child first."""
     [top] = Conversation.objects.filter(owner=user, parent__isnull=True)
     return top, list(top.children.order_by("parent_created_event_seq", "pk"))
 
 
-def tool_use_ids(lines: list[dict]) -> list[str]:
+def tool_use_ids(lines: list[dict[str, JSON]]) -> list[str]:
     """Every tool_use id a log's lines hold (each message.id's blocks counted once)."""
     ids: list[str] = []
     for line in lines:
@@ -45,7 +48,7 @@ def tool_use_ids(lines: list[dict]) -> list[str]:
     return ids
 
 
-def snapshot(user):
+def snapshot(user: User) -> list[tuple[str, int, int, str, int]]:
     return sorted(
         (str(c.pk), c.last_event_seq, c.record_length, c.parent_call_id, c.child_count)
         for c in Conversation.objects.filter(owner=user)
@@ -57,8 +60,8 @@ def snapshot(user):
 
 @pytest.mark.parametrize(("name", "children"), [(SESSION, 2), (STREAM, 1)])
 def test_every_tool_call_of_the_file_belongs_to_one_conversation_of_the_family(
-    corpus, user, name, children
-):
+    corpus: Path, user: User, name: str, children: int
+) -> None:
     lines = [json.loads(x) for x in (corpus / name).read_text("utf-8").splitlines()]
     code, out, err = run(corpus / name, "--owner", user.username)
     assert (code, err) == (0, "")
@@ -95,7 +98,9 @@ def test_every_tool_call_of_the_file_belongs_to_one_conversation_of_the_family(
 # ------------------------------------------------------------------------------ linking
 
 
-def newer_session(tmp_path, *, result_names_agent=True, progress=True):
+def newer_session(
+    tmp_path: Path, *, result_names_agent: bool = True, progress: bool = True
+) -> tuple[Path, Path, Path]:
     """A session of a newer version, whose subagent writes ``subagents/agent-<id>.jsonl``."""
     c = Claude()
     project = tmp_path / "projects" / "-home-dev-garden"
@@ -129,7 +134,9 @@ def newer_session(tmp_path, *, result_names_agent=True, progress=True):
 @pytest.mark.parametrize(
     ("progress", "result_names_agent"), [(True, True), (False, True), (True, False)]
 )
-def test_a_session_import_picks_up_its_subagent_logs(tmp_path, user, progress, result_names_agent):
+def test_a_session_import_picks_up_its_subagent_logs(
+    tmp_path: Path, user: User, progress: bool, result_names_agent: bool
+) -> None:
     _, session, agent = newer_session(
         tmp_path, progress=progress, result_names_agent=result_names_agent
     )
@@ -150,7 +157,9 @@ def test_a_session_import_picks_up_its_subagent_logs(tmp_path, user, progress, r
     assert snapshot(user) == before
 
 
-def test_a_subagent_log_read_before_its_session_is_linked_when_the_session_comes(tmp_path, user):
+def test_a_subagent_log_read_before_its_session_is_linked_when_the_session_comes(
+    tmp_path: Path, user: User
+) -> None:
     _, session, agent = newer_session(tmp_path)
     assert run(agent, "--owner", user.username)[0] == 0
     top, [child] = family(user)
@@ -162,7 +171,7 @@ def test_a_subagent_log_read_before_its_session_is_linked_when_the_session_comes
     assert_counters_match_rows(top)
 
 
-def test_a_subagent_log_that_grew_goes_on_in_its_child(tmp_path, user):
+def test_a_subagent_log_that_grew_goes_on_in_its_child(tmp_path: Path, user: User) -> None:
     _, session, agent = newer_session(tmp_path)
     assert run(session, "--owner", user.username)[0] == 0
     sub = Claude(session=family(user)[0].external_id)
@@ -174,11 +183,15 @@ def test_a_subagent_log_that_grew_goes_on_in_its_child(tmp_path, user):
     code, out, _ = run(tmp_path, "--owner", user.username)
     assert code == 0 and "1 appended, 1 unchanged" in out  # the session was left alone
     _, [child] = family(user)
-    assert child.messages.order_by("position").last().message_id == "msg_s3"
+    last = child.messages.order_by("position").last()
+    assert last is not None
+    assert last.message_id == "msg_s3"
     assert child.parent_call_id == "toolu_task"
 
 
-def test_inline_sidechains_link_by_prompt_and_by_the_agent_id_learned_later(tmp_path, user):
+def test_inline_sidechains_link_by_prompt_and_by_the_agent_id_learned_later(
+    tmp_path: Path, user: User
+) -> None:
     c = Claude()
     side = Claude(session=c.session)
     by_prompt = tool_use("toolu_a", "Task", description="Weeds", prompt="List the weeds")
@@ -209,7 +222,9 @@ def test_inline_sidechains_link_by_prompt_and_by_the_agent_id_learned_later(tmp_
     assert snapshot(user) == before
 
 
-def test_a_sidechain_no_call_names_is_a_child_of_the_session_only(tmp_path, user):
+def test_a_sidechain_no_call_names_is_a_child_of_the_session_only(
+    tmp_path: Path, user: User
+) -> None:
     c = Claude()
     side = Claude(session=c.session)
     path = write_jsonl(
@@ -225,7 +240,9 @@ def test_a_sidechain_no_call_names_is_a_child_of_the_session_only(tmp_path, user
     assert child.parent_call_id == ""
 
 
-def stream_line(kind, session, parent=None, **fields):
+def stream_line(
+    kind: str, session: str, parent: str | None = None, **fields: JSON
+) -> dict[str, JSON]:
     return {"type": kind, "session_id": session, "parent_tool_use_id": parent, **fields}
 
 
@@ -236,7 +253,9 @@ def stream_line(kind, session, parent=None, **fields):
     agents=st.integers(min_value=1, max_value=3),
     order=st.randoms(use_true_random=False),
 )
-def test_any_stream_json_subagent_names_its_launching_call(tmp_path_factory, user, agents, order):
+def test_any_stream_json_subagent_names_its_launching_call(
+    tmp_path_factory: pytest.TempPathFactory, user: User, agents: int, order: random.Random
+) -> None:
     """Subagents running at once, their lines interleaved in any order: each child names the
     call its ``parent_tool_use_id`` gives, holds its own lines, and the session the rest."""
     Conversation.objects.filter(owner=user).delete()
@@ -290,7 +309,7 @@ def test_any_stream_json_subagent_names_its_launching_call(tmp_path_factory, use
         ]
         for call in calls
     }
-    body: list[dict] = []
+    body: list[dict[str, JSON]] = []
     queues = {call: list(lines) for call, lines in per_agent.items()}
     while any(queues.values()):
         call = order.choice([c for c, q in queues.items() if q])
@@ -329,7 +348,9 @@ def test_any_stream_json_subagent_names_its_launching_call(tmp_path_factory, use
 # ------------------------------------------------------------------------------ muse
 
 
-def envelope(stream, sequence, payload_type, payload, kind="session"):
+def envelope(
+    stream: str, sequence: int, payload_type: str, payload: dict[str, JSON], kind: str = "session"
+) -> dict[str, JSON]:
     return {
         "schema_version": 1,
         "stream": {"kind": kind, "id": stream},
@@ -341,7 +362,7 @@ def envelope(stream, sequence, payload_type, payload, kind="session"):
     }
 
 
-def test_a_muse_task_stream_the_journal_links_is_a_child(tmp_path, user):
+def test_a_muse_task_stream_the_journal_links_is_a_child(tmp_path: Path, user: User) -> None:
     session, task, run_id = "5e550000-aaaa-4bbb-8ccc-000000000001", "7a5c0000-1111", "c0de-1"
     run_stream = {"id": run_id, "kind": "run"}
     lines = [
@@ -406,6 +427,7 @@ def test_a_muse_task_stream_the_journal_links_is_a_child(tmp_path, user):
     assert (top.external_id, child.external_id, child.parent_call_id) == (session, task, task)
     assert [m.role for m in child.messages.order_by("position")] == ["user", "assistant"]
     answer = top.messages.filter(role="assistant").order_by("position").last()
+    assert answer is not None
     assert answer.extra["usage"] == {"input_tokens": 40, "output_tokens": 9}
     before = snapshot(user)
     assert run(path, "--owner", user.username, "--reread")[0] == 0

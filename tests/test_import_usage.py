@@ -9,12 +9,15 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
 from murmur_conversations.models import Conversation, Message
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
-from tests.test_import import run
+from tests.import_helpers import JSON, run
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +31,7 @@ CLAUDE_COUNTS = (
 )
 
 
-def summed(conversation, names) -> dict[str, int]:
+def summed(conversation: Conversation, names: tuple[str, ...]) -> dict[str, int]:
     """The usage counts of ``conversation``'s messages, each message id once."""
     total: Counter[str] = Counter()
     seen: set[str] = set()
@@ -42,22 +45,26 @@ def summed(conversation, names) -> dict[str, int]:
     return dict(total)
 
 
-def last_lines(lines: list[dict], ids: set[str]) -> dict[str, int]:
+def last_lines(lines: list[dict[str, JSON]], ids: set[str]) -> dict[str, int]:
     """The sum, over ``ids``, of the usage on the last line of each ``message.id``."""
-    last: dict[str, dict] = {}
+    last: dict[str, dict[str, int]] = {}
     for line in lines:
-        message = line.get("message")
-        if line.get("type") == "assistant" and message.get("id") in ids:
+        if line.get("type") != "assistant":
+            continue
+        message = line["message"]
+        if message.get("id") in ids:
             last[message["id"]] = message["usage"]
     return {name: sum(u.get(name, 0) for u in last.values()) for name in CLAUDE_COUNTS}
 
 
-def test_claude_code_usage_counts_each_message_once_per_conversation(corpus, user):
+def test_claude_code_usage_counts_each_message_once_per_conversation(
+    corpus: Path, user: User
+) -> None:
     lines = [json.loads(x) for x in (corpus / SESSION).read_text("utf-8").splitlines()]
     assert run(corpus / SESSION, "--owner", user.username)[0] == 0
     family = list(Conversation.objects.filter(owner=user).order_by("parent_id", "created_at"))
     assert len(family) == 3
-    totals = {}
+    totals: dict[bool, dict[str, int]] = {}
     for conversation in family:
         ids = set(
             conversation.messages.filter(role="assistant").values_list("message_id", flat=True)
@@ -86,7 +93,9 @@ def test_claude_code_usage_counts_each_message_once_per_conversation(corpus, use
 
 
 @pytest.mark.parametrize("live", [False, True])
-def test_an_answer_stored_in_two_parts_counts_its_usage_once(tmp_path, user, live):
+def test_an_answer_stored_in_two_parts_counts_its_usage_once(
+    tmp_path: Path, user: User, live: bool
+) -> None:
     c = Claude()
     usage_1 = {"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 50}
     usage_2 = {"input_tokens": 100, "output_tokens": 41, "cache_read_input_tokens": 50}
@@ -115,13 +124,15 @@ def test_an_answer_stored_in_two_parts_counts_its_usage_once(tmp_path, user, liv
     }
 
 
-def answer(c: Claude, message_id: str, block, usage: dict) -> dict:
+def answer(
+    c: Claude, message_id: str, block: dict[str, Any], usage: dict[str, int]
+) -> dict[str, Any]:
     line = c.answer(message_id, block)
     line["message"]["usage"] = usage
     return line
 
 
-def test_codex_usage_sums_to_the_last_cumulative_total(corpus, user):
+def test_codex_usage_sums_to_the_last_cumulative_total(corpus: Path, user: User) -> None:
     lines = [json.loads(x) for x in (corpus / ROLLOUT).read_text("utf-8").splitlines()]
     counts = [
         line["payload"]["info"]["total_token_usage"]
@@ -146,11 +157,11 @@ def test_codex_usage_sums_to_the_last_cumulative_total(corpus, user):
     assert list(conversation.messages.values_list("message_id", flat=True)) == before
 
 
-def token_count(x: Codex, total: dict[str, int]):
+def token_count(x: Codex, total: dict[str, int]) -> dict[str, Any]:
     return x.event(type="token_count", info={"total_token_usage": total, "last_token_usage": {}})
 
 
-def test_codex_usage_split_across_two_imports_still_sums(tmp_path, user):
+def test_codex_usage_split_across_two_imports_still_sums(tmp_path: Path, user: User) -> None:
     x = Codex()
     first_total = {"input_tokens": 1000, "cached_input_tokens": 800, "output_tokens": 30}
     last_total = {"input_tokens": 2500, "cached_input_tokens": 2000, "output_tokens": 75}

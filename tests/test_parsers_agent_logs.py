@@ -44,13 +44,13 @@ def test_muse_ids_are_stable_however_the_journal_is_cut(corpus: Path) -> None:
     assert len(set(whole)) == len(whole) == 6
 
 
-def test_claude_stream_subagent_lines_are_a_child_conversation(corpus):
+def test_claude_stream_subagent_lines_are_a_child_conversation(corpus: Path) -> None:
     lines = (corpus / "claude_code_stream_json" / "explore_count_files.jsonl").read_text("utf-8")
     items = parse("claude-code", lines)
     session = "4e3453f9-129a-4da9-bc25-a287453d58d9"
     call = "toolu_01RmLUJdhjTMn56TnF9cMamW"
-    where: list[tuple[str, int | None]] = []
-    key = None
+    where: list[tuple[str | None, int | None]] = []
+    key: str | None = None
     for item in items:
         if isinstance(item, Begin):
             key = item.key

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import timedelta
+from typing import Any, TypedDict
 
 import pytest
+from django.contrib.auth.models import User
+from django.dispatch import Signal
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import (
@@ -25,10 +32,19 @@ from murmur_conversations.exceptions import (
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
 from murmur_conversations.selectors import launching_calls, launching_round
 from tests.api_helpers import API, malformed_variants, missing_id, token_client, url
-from tests.helpers import assert_counters_match_rows
-from tests.test_concurrency import run_threads
+from tests.concurrency_helpers import run_threads
+from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
 
 pytestmark = pytest.mark.django_db
+
+NOT_TEXT: Any = 17  # where a service is given the wrong type on purpose
+
+
+class Key(TypedDict):
+    """The ``(source, external_id)`` key ``start_conversation`` finds a conversation by."""
+
+    source: str
+    external_id: str
 
 
 class Heard:
@@ -44,13 +60,13 @@ class Heard:
     )
 
     def __init__(self) -> None:
-        self.sent: list[tuple[str, dict]] = []
-        self.receivers = []
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.receivers: list[tuple[Signal, Callable[..., None]]] = []
 
     def __enter__(self) -> Heard:
         for name in self.NAMES:
 
-            def receiver(sender, name=name, **kwargs):
+            def receiver(sender: object, name: str = name, **kwargs: Any) -> None:
                 self.sent.append((name, kwargs))
 
             self.receivers.append((getattr(signals, name), receiver))
@@ -61,11 +77,15 @@ class Heard:
         for signal, receiver in self.receivers:
             signal.disconnect(receiver)
 
-    def of(self, name: str) -> list[dict]:
+    def of(self, name: str) -> list[dict[str, Any]]:
         return [kwargs for sent, kwargs in self.sent if sent == name]
 
 
-def task_call(conversation, call_id: str = "toolu_task", prompt: str = "Count the seed packets"):
+def task_call(
+    conversation: Conversation,
+    call_id: str = "toolu_task",
+    prompt: str = "Count the seed packets",
+) -> None:
     """The parent asks for a ``Task`` call that launches a subagent."""
     services.save_message(
         conversation=conversation,
@@ -78,7 +98,7 @@ def task_call(conversation, call_id: str = "toolu_task", prompt: str = "Count th
     )
 
 
-def bash(conversation, call_id: str) -> None:
+def bash(conversation: Conversation | uuid.UUID, call_id: str) -> None:
     services.save_message(
         conversation=conversation,
         message={
@@ -88,12 +108,16 @@ def bash(conversation, call_id: str) -> None:
     )
 
 
+#: The ``listen`` fixture: ``with listen() as heard``.
+Listen = Callable[[], AbstractContextManager[Heard]]
+
+
 @pytest.fixture
-def listen(django_capture_on_commit_callbacks):
+def listen(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Listen:
     """``with listen() as heard``: the signals sent after commit while it listens."""
 
     @contextlib.contextmanager
-    def listening():
+    def listening() -> Iterator[Heard]:
         with Heard() as heard, django_capture_on_commit_callbacks(execute=True):
             yield heard
 
@@ -101,7 +125,7 @@ def listen(django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def parent(make_conversation):
+def parent(make_conversation: MakeConversation) -> Conversation:
     conversation = make_conversation(title="Plan the beds")
     task_call(conversation)
     conversation.refresh_from_db()
@@ -111,7 +135,9 @@ def parent(make_conversation):
 # ------------------------------------------------------------------------------ owner and link
 
 
-def test_a_child_takes_its_parents_owner_and_is_announced_to_the_parent(parent, user, listen):
+def test_a_child_takes_its_parents_owner_and_is_announced_to_the_parent(
+    parent: Conversation, user: User, listen: Listen
+) -> None:
     before = parent.last_event_seq
     with listen() as heard:
         child = services.start_conversation(
@@ -137,7 +163,9 @@ def test_a_child_takes_its_parents_owner_and_is_announced_to_the_parent(parent, 
     assert_counters_match_rows(parent)
 
 
-def test_a_child_of_another_owner_is_refused_and_nothing_is_written(parent, make_user):
+def test_a_child_of_another_owner_is_refused_and_nothing_is_written(
+    parent: Conversation, make_user: MakeUser
+) -> None:
     before = (parent.last_event_seq, Conversation.objects.count())
     with pytest.raises(OwnershipConflict):
         services.start_conversation(owner=make_user(), parent=parent)
@@ -146,34 +174,34 @@ def test_a_child_of_another_owner_is_refused_and_nothing_is_written(parent, make
     assert parent.child_count == 0
 
 
-def test_the_same_owner_given_is_accepted(parent, user):
+def test_the_same_owner_given_is_accepted(parent: Conversation, user: User) -> None:
     child = services.start_conversation(owner=user, parent=parent.pk)
     assert child.owner_id == user.pk
 
 
 @pytest.mark.parametrize("parent_id", ["missing", "malformed"])
-def test_a_missing_parent_raises_not_found(user, parent_id):
+def test_a_missing_parent_raises_not_found(user: User, parent_id: str) -> None:
     given = str(uuid.uuid4()) if parent_id == "missing" else "nope"
     with pytest.raises(ConversationNotFound):
         services.start_conversation(owner=user, parent=given)
     assert not Conversation.objects.exists()
 
 
-@pytest.mark.parametrize("call_id", [17, "x" * 256])
-def test_a_bad_call_id_is_refused(parent, user, call_id):
+@pytest.mark.parametrize("call_id", [NOT_TEXT, "x" * 256])
+def test_a_bad_call_id_is_refused(parent: Conversation, user: User, call_id: str) -> None:
     with pytest.raises(InvalidContent):
         services.start_conversation(owner=user, parent=parent, parent_call_id=call_id)
     assert not Conversation.objects.filter(parent=parent).exists()
 
 
-def test_a_call_id_needs_a_parent(user):
+def test_a_call_id_needs_a_parent(user: User) -> None:
     with pytest.raises(InvalidContent):
         services.start_conversation(owner=user, parent_call_id="toolu_task")
     assert not Conversation.objects.exists()
 
 
-def test_starting_the_same_child_again_writes_nothing(parent, user):
-    key = {"source": "claude-code", "external_id": "s/agent-1"}
+def test_starting_the_same_child_again_writes_nothing(parent: Conversation, user: User) -> None:
+    key: Key = {"source": "claude-code", "external_id": "s/agent-1"}
     first = services.start_conversation(
         owner=user, parent=parent, parent_call_id="toolu_task", **key
     )
@@ -188,7 +216,9 @@ def test_starting_the_same_child_again_writes_nothing(parent, user):
     assert (parent.last_event_seq, parent.child_count) == (before, 1)
 
 
-def test_the_parent_is_set_at_creation_only(parent, user, make_conversation):
+def test_the_parent_is_set_at_creation_only(
+    parent: Conversation, user: User, make_conversation: MakeConversation
+) -> None:
     top = make_conversation(source="x", external_id="k")
     with pytest.raises(ParentConflict):
         services.start_conversation(owner=user, parent=parent, source="x", external_id="k")
@@ -200,8 +230,8 @@ def test_the_parent_is_set_at_creation_only(parent, user, make_conversation):
     assert top.parent_id is None
 
 
-def test_the_call_id_is_write_once(parent, user, listen):
-    key = {"source": "claude-code", "external_id": "s/agent-1"}
+def test_the_call_id_is_write_once(parent: Conversation, user: User, listen: Listen) -> None:
+    key: Key = {"source": "claude-code", "external_id": "s/agent-1"}
     child = services.start_conversation(owner=user, parent=parent, **key)
     assert child.parent_call_id == ""
     parent.refresh_from_db()
@@ -222,7 +252,7 @@ def test_the_call_id_is_write_once(parent, user, listen):
     assert child.parent_call_id == "toolu_task"
 
 
-def test_claiming_an_ownerless_parent_claims_its_children(make_user):
+def test_claiming_an_ownerless_parent_claims_its_children(make_user: MakeUser) -> None:
     parent = services.start_conversation(owner=None, title="runtime without users")
     child = services.start_conversation(owner=None, parent=parent)
     grandchild = services.start_conversation(owner=None, parent=child)
@@ -241,7 +271,9 @@ def test_claiming_an_ownerless_parent_claims_its_children(make_user):
 # ------------------------------------------------------------------------------ writes on a child
 
 
-def test_a_childs_status_and_steps_are_writes_to_its_parent(parent, user, listen):
+def test_a_childs_status_and_steps_are_writes_to_its_parent(
+    parent: Conversation, user: User, listen: Listen
+) -> None:
     child = services.start_conversation(owner=user, parent=parent, parent_call_id="toolu_task")
     parent.refresh_from_db()
     start = parent.last_event_seq
@@ -265,7 +297,7 @@ def test_a_childs_status_and_steps_are_writes_to_its_parent(parent, user, listen
     assert_counters_match_rows(parent)
 
 
-def test_cancel_and_answer_on_a_child_tell_the_parent(parent, user):
+def test_cancel_and_answer_on_a_child_tell_the_parent(parent: Conversation, user: User) -> None:
     child = services.start_conversation(owner=user, parent=parent)
     services.set_status(conversation=child, status="paused", pending_ask={"question": "Go?"})
     services.answer_pending_ask(conversation=child, answer="Yes")
@@ -279,7 +311,9 @@ def test_cancel_and_answer_on_a_child_tell_the_parent(parent, user):
 # ------------------------------------------------------------------------------ deleting
 
 
-def test_deleting_a_parent_deletes_its_children_and_announces_each(parent, user, listen):
+def test_deleting_a_parent_deletes_its_children_and_announces_each(
+    parent: Conversation, user: User, listen: Listen
+) -> None:
     child = services.start_conversation(owner=user, parent=parent, parent_call_id="toolu_task")
     grandchild = services.start_conversation(owner=user, parent=child)
     bash(child, "c1")
@@ -295,7 +329,9 @@ def test_deleting_a_parent_deletes_its_children_and_announces_each(parent, user,
     assert all(kw["owner_id"] == user.pk for kw in heard.of("conversation_deleted"))
 
 
-def test_deleting_a_child_alone_is_a_write_to_its_parent(parent, user, listen):
+def test_deleting_a_child_alone_is_a_write_to_its_parent(
+    parent: Conversation, user: User, listen: Listen
+) -> None:
     first = services.start_conversation(owner=user, parent=parent)
     second = services.start_conversation(owner=user, parent=parent)
     parent.refresh_from_db()
@@ -310,7 +346,9 @@ def test_deleting_a_child_alone_is_a_write_to_its_parent(parent, user, listen):
     assert_counters_match_rows(parent)
 
 
-def test_purge_takes_parents_with_their_children(parent, user, make_user):
+def test_purge_takes_parents_with_their_children(
+    parent: Conversation, user: User, make_user: MakeUser
+) -> None:
     child = services.start_conversation(owner=user, parent=parent)
     services.save_message(conversation=child, message={"role": "user", "content": "hi"})
     bystander = services.start_conversation(owner=make_user())
@@ -318,7 +356,9 @@ def test_purge_takes_parents_with_their_children(parent, user, make_user):
     assert list(Conversation.objects.all()) == [bystander]
 
 
-def test_purge_by_age_never_takes_a_child_without_its_parent(parent, user):
+def test_purge_by_age_never_takes_a_child_without_its_parent(
+    parent: Conversation, user: User
+) -> None:
     child = services.start_conversation(owner=user, parent=parent)
     old = timezone.now() - timedelta(days=30)
     Conversation.objects.filter(pk=child.pk).update(saved_at=old)
@@ -328,7 +368,7 @@ def test_purge_by_age_never_takes_a_child_without_its_parent(parent, user):
     assert not Conversation.objects.exists()
 
 
-def test_a_childs_write_keeps_its_parent_fresh(parent, user):
+def test_a_childs_write_keeps_its_parent_fresh(parent: Conversation, user: User) -> None:
     old = timezone.now() - timedelta(days=30)
     child = services.start_conversation(owner=user, parent=parent)
     Conversation.objects.filter(pk=parent.pk).update(saved_at=old)
@@ -352,11 +392,13 @@ def test_a_childs_write_keeps_its_parent_fresh(parent, user):
         ([(3, 30), (9, 90), (15, 150)], 10, 90),
     ],
 )
-def test_a_repeated_call_id_names_the_call_of_that_round(rounds, created, expected):
+def test_a_repeated_call_id_names_the_call_of_that_round(
+    rounds: list[tuple[int, int]], created: int, expected: int | None
+) -> None:
     assert launching_round(rounds, created) == expected
 
 
-def test_launching_calls_reads_the_parents_calls(parent, user):
+def test_launching_calls_reads_the_parents_calls(parent: Conversation, user: User) -> None:
     bash(parent, "later")
     parent.refresh_from_db()
     child = services.start_conversation(owner=user, parent=parent, parent_call_id="toolu_task")
@@ -376,8 +418,12 @@ def test_launching_calls_reads_the_parents_calls(parent, user):
 # ------------------------------------------------------------------------------ REST
 
 
+#: The ``family`` fixture: a top-level conversation and its three children.
+Family = tuple[Conversation, Conversation, Conversation, Conversation]
+
+
 @pytest.fixture
-def family(user, make_conversation):
+def family(user: User, make_conversation: MakeConversation) -> Family:
     top = make_conversation(owner=user, title="Plan the beds")
     task_call(top, "toolu_a")
     task_call(top, "toolu_b", prompt="Measure the beds")
@@ -389,7 +435,9 @@ def family(user, make_conversation):
     return top, first, second, also
 
 
-def test_the_list_shows_top_level_conversations_with_their_child_counts(user, family):
+def test_the_list_shows_top_level_conversations_with_their_child_counts(
+    user: User, family: Family
+) -> None:
     top = family[0]
     body = token_client(user).get(f"{API}conversations/").json()
     assert [row["id"] for row in body["results"]] == [str(top.pk)]
@@ -398,7 +446,7 @@ def test_the_list_shows_top_level_conversations_with_their_child_counts(user, fa
     assert (row["parent_id"], row["parent_call_id"], row["child_count"]) == (None, None, 3)
 
 
-def test_parent_lists_the_children_newest_first(user, family):
+def test_parent_lists_the_children_newest_first(user: User, family: Family) -> None:
     top, first, second, also = family
     client = token_client(user)
     body = client.get(f"{API}conversations/?parent={top.pk}&limit=2").json()
@@ -416,7 +464,9 @@ def test_parent_lists_the_children_newest_first(user, family):
     assert client.get(f"{API}conversations/?cursor={body['next_cursor']}").status_code == 400
 
 
-def test_parent_of_another_user_lists_nothing_like_a_missing_one(user, family, make_user):
+def test_parent_of_another_user_lists_nothing_like_a_missing_one(
+    user: User, family: Family, make_user: MakeUser
+) -> None:
     top = family[0]
     stranger = token_client(make_user())
     foreign = stranger.get(f"{API}conversations/?parent={top.pk}")
@@ -429,7 +479,9 @@ def test_parent_of_another_user_lists_nothing_like_a_missing_one(user, family, m
         assert body == {"results": [], "next_cursor": None, "total": 0}, spelling
 
 
-def test_a_child_reads_like_any_conversation(user, family, make_user):
+def test_a_child_reads_like_any_conversation(
+    user: User, family: Family, make_user: MakeUser
+) -> None:
     first = family[1]
     client = token_client(user)
     detail = client.get(url(first.pk)).json()
@@ -438,20 +490,20 @@ def test_a_child_reads_like_any_conversation(user, family, make_user):
     assert token_client(make_user()).get(url(first.pk)).status_code == 404
 
 
-def test_tool_call_rows_carry_the_children_they_launched(user, family):
+def test_tool_call_rows_carry_the_children_they_launched(user: User, family: Family) -> None:
     top, first, second, also = family
     body = token_client(user).get(url(top.pk, "tool-calls/")).json()
     children = {row["call_id"]: row["children"] for row in body["results"]}
     assert children == {"toolu_a": [str(first.pk)], "toolu_b": [str(second.pk), str(also.pk)]}
 
 
-def test_deleting_a_parent_over_rest_deletes_its_children(user, family):
+def test_deleting_a_parent_over_rest_deletes_its_children(user: User, family: Family) -> None:
     top = family[0]
     assert token_client(user).delete(url(top.pk)).status_code == 204
     assert not Conversation.objects.exists()
 
 
-def test_the_session_wire_lists_top_level_sessions(user, family):
+def test_the_session_wire_lists_top_level_sessions(user: User, family: Family) -> None:
     response = token_client(user).post(f"{API}session/", {"op": "session-list"}, format="json")
     assert [s["sessionId"] for s in response.json()["sessions"]] == [str(family[0].pk)]
 
@@ -460,8 +512,10 @@ def test_the_session_wire_lists_top_level_sessions(user, family):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_children_created_and_run_at_once_keep_the_parents_counters(parent, user):
-    def launch(index):
+def test_children_created_and_run_at_once_keep_the_parents_counters(
+    parent: Conversation, user: User
+) -> None:
+    def launch(index: int) -> uuid.UUID:
         child = services.start_conversation(
             owner=user, parent=parent.pk, source="t", external_id=f"agent-{index % 6}"
         )
@@ -482,10 +536,10 @@ def test_children_created_and_run_at_once_keep_the_parents_counters(parent, user
 
 
 @pytest.mark.django_db(transaction=True)
-def test_deleting_a_parent_while_its_children_write(parent, user):
+def test_deleting_a_parent_while_its_children_write(parent: Conversation, user: User) -> None:
     children = [services.start_conversation(owner=user, parent=parent) for _ in range(4)]
 
-    def work(index):
+    def work(index: int) -> int | uuid.UUID | None:
         if index == 0:
             return services.delete_conversation(conversation=parent.pk)
         child = children[index % 4]
@@ -507,7 +561,9 @@ def test_deleting_a_parent_while_its_children_write(parent, user):
 # ------------------------------------------------------------------------------ admin
 
 
-def test_the_admin_links_a_child_to_its_parent_and_lists_a_parents_children(admin_client, family):
+def test_the_admin_links_a_child_to_its_parent_and_lists_a_parents_children(
+    admin_client: Client, family: Family
+) -> None:
     top, first, second, also = family
     Conversation.objects.filter(pk=first.pk).update(title="<b>Count</b>")
     page = admin_client.get(
@@ -531,7 +587,9 @@ def test_the_admin_links_a_child_to_its_parent_and_lists_a_parents_children(admi
     assert reverse("admin:murmur_conversations_conversation_change", args=[top.pk]) in child_page
 
 
-def test_deleting_a_parent_in_the_admin_deletes_its_children(admin_client, family):
+def test_deleting_a_parent_in_the_admin_deletes_its_children(
+    admin_client: Client, family: Family
+) -> None:
     top = family[0]
     response = admin_client.post(
         reverse("admin:murmur_conversations_conversation_delete", args=[top.pk]), {"post": "yes"}
@@ -540,7 +598,9 @@ def test_deleting_a_parent_in_the_admin_deletes_its_children(admin_client, famil
     assert not Conversation.objects.exists()
 
 
-def test_tool_call_pages_with_children_take_a_fixed_number_of_queries(user, family):
+def test_tool_call_pages_with_children_take_a_fixed_number_of_queries(
+    user: User, family: Family
+) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

@@ -6,29 +6,25 @@ with ``?since=`` and gap filling cover them; the user stream's summaries carry `
 from __future__ import annotations
 
 import pytest
-from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 
 from murmur_conversations import services
-from tests.test_realtime_support import (  # noqa: F401  (private_layer is a fixture)
-    TIMEOUT,
-    connect,
-    frames_until,
-    private_layer,
-)
+from murmur_conversations.models import Conversation
+from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 
-start = database_sync_to_async(services.start_conversation)
-save = database_sync_to_async(services.save_message)
-set_status = database_sync_to_async(services.set_status)
-delete = database_sync_to_async(services.delete_conversation)
+start = db_async(services.start_conversation)
+save = db_async(services.save_message)
+set_status = db_async(services.set_status)
+delete = db_async(services.delete_conversation)
 
 
-def path_of(conversation) -> str:
+def path_of(conversation: Conversation) -> str:
     return f"ws/conversations/{conversation.pk}/"
 
 
-async def task(conversation, call_id: str = "toolu_task") -> None:
+async def task(conversation: Conversation, call_id: str = "toolu_task") -> None:
     await save(
         conversation=conversation,
         message={
@@ -38,7 +34,7 @@ async def task(conversation, call_id: str = "toolu_task") -> None:
     )
 
 
-async def step(conversation, call_id: str) -> None:
+async def step(conversation: Conversation, call_id: str) -> None:
     await save(
         conversation=conversation,
         message={
@@ -48,12 +44,14 @@ async def step(conversation, call_id: str) -> None:
     )
 
 
-async def refreshed(conversation):
-    await database_sync_to_async(conversation.refresh_from_db)()
+async def refreshed(conversation: Conversation) -> Conversation:
+    await db_async(conversation.refresh_from_db)()
     return conversation
 
 
-async def test_the_parent_hears_a_child_created_running_and_stepping(user, conversation):
+async def test_the_parent_hears_a_child_created_running_and_stepping(
+    user: User, conversation: Conversation
+) -> None:
     await task(conversation)
     parent = await connect(path_of(conversation), user)
     assert (await parent.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
@@ -107,7 +105,7 @@ async def test_the_parent_hears_a_child_created_running_and_stepping(user, conve
     await own.disconnect()
 
 
-async def test_replay_since_covers_the_children(user, conversation):
+async def test_replay_since_covers_the_children(user: User, conversation: Conversation) -> None:
     await task(conversation)  # event 1
     first = await start(owner=user, parent=conversation, parent_call_id="toolu_task")  # 2
     second = await start(owner=user, parent=conversation)  # 3
@@ -132,7 +130,9 @@ async def test_replay_since_covers_the_children(user, conversation):
     await communicator.disconnect()
 
 
-async def test_a_child_deleted_alone_is_heard_by_the_parent(user, conversation):
+async def test_a_child_deleted_alone_is_heard_by_the_parent(
+    user: User, conversation: Conversation
+) -> None:
     child = await start(owner=user, parent=conversation)
     parent = await connect(path_of(conversation), user)
     head = (await parent.receive_json_from(timeout=TIMEOUT))["event_seq"]
@@ -150,7 +150,9 @@ async def test_a_child_deleted_alone_is_heard_by_the_parent(user, conversation):
     await parent.disconnect()
 
 
-async def test_deleting_the_parent_closes_the_childrens_streams(user, conversation):
+async def test_deleting_the_parent_closes_the_childrens_streams(
+    user: User, conversation: Conversation
+) -> None:
     child = await start(owner=user, parent=conversation)
     own = await connect(path_of(child), user)
     await own.receive_json_from(timeout=TIMEOUT)
@@ -162,7 +164,7 @@ async def test_deleting_the_parent_closes_the_childrens_streams(user, conversati
     assert (await own.receive_output(timeout=TIMEOUT))["code"] == 4404
 
 
-async def test_the_user_stream_carries_parent_id(user, conversation):
+async def test_the_user_stream_carries_parent_id(user: User, conversation: Conversation) -> None:
     sidebar = await connect("ws/conversations/", user)
     child = await start(owner=user, parent=conversation, parent_call_id="toolu_task")
     frames = await frames_until(
