@@ -74,6 +74,11 @@ async def test_the_parent_hears_a_child_created_running_and_stepping(
             "parent_call_id": "toolu_task",
             "child_count": 0,
             "steps": 0,
+            "pinned": False,
+            "archived": False,
+            "tags": [],
+            "forked_from_id": None,
+            "forked_at_seq": None,
         },
     }
     own = await connect(path_of(child), user)
