@@ -43,7 +43,8 @@ def _warning(check_id: str, msg: str, hint: str) -> Warning:
 def check_settings(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E011, E020, E021, W001, W020)."""
+    """Validate every ``MURMUR_CONVERSATIONS`` key (E001-E009, E011, E020, E021, E030, E031,
+    W001, W020)."""
     conf = getattr(settings, SETTING_NAME, {})
     if not isinstance(conf, dict):
         return [
@@ -126,6 +127,32 @@ def check_settings(
                 "murmur_conversations.E021",
                 f"RETENTION_DAYS must be None or a positive integer (days), not {retention!r}.",
                 "The default is None: conversations are kept until deleted.",
+            )
+        )
+    messages.extend(_check_sharing(value["PRIVATE_TOOLS"], value["SHARE_URL"]))
+    return messages
+
+
+def _check_sharing(private_tools: Any, share_url: Any) -> list[CheckMessage]:
+    """PRIVATE_TOOLS: a list of tool names (E030); SHARE_URL: None or a template with
+    ``{token}`` (E031)."""
+    messages: list[CheckMessage] = []
+    if not isinstance(private_tools, list | tuple) or not all(
+        isinstance(name, str) and name for name in private_tools
+    ):
+        messages.append(
+            _error(
+                "murmur_conversations.E030",
+                f"PRIVATE_TOOLS must be a list of tool names, not {private_tools!r}.",
+                'Example: ["bash", "read_secret"]; ["*"] keeps every tool\'s arguments private.',
+            )
+        )
+    if share_url is not None and (not isinstance(share_url, str) or "{token}" not in share_url):
+        messages.append(
+            _error(
+                "murmur_conversations.E031",
+                f"SHARE_URL must be None or a string containing '{{token}}', not {share_url!r}.",
+                'Example: "https://chat.example.com/shared/{token}/".',
             )
         )
     return messages

@@ -29,6 +29,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     "GROUP_PREFIX": "murmur",
     # Seconds between database reads of a websocket consumer on a process-local channel layer.
     "DB_TAIL_INTERVAL": 0.25,
+    # Tool names whose arguments a share link never shows ("*": every tool) (docs/api.md).
+    "PRIVATE_TOOLS": [],
+    # The address a new share link answers with: a template with "{token}" (e.g. the host's page
+    # "https://chat.example.com/shared/{token}/"), or None for the API's GET shared/<token>/.
+    "SHARE_URL": None,
     # Redaction at write time (docs/write-path.md "Redaction"); keys: redaction.REDACT_DEFAULTS.
     "REDACT": {},
     # Days after the last write when purge_conversations erases a conversation (None: never).
@@ -82,6 +87,20 @@ class AppSettings:
     @property
     def db_tail_interval(self) -> float:
         return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def private_tools(self) -> frozenset[str]:
+        value = self.PRIVATE_TOOLS
+        return (
+            frozenset(v for v in value if isinstance(v, str))
+            if isinstance(value, list | tuple)
+            else frozenset()
+        )
+
+    @property
+    def share_url(self) -> str | None:
+        value = self.SHARE_URL
+        return value if isinstance(value, str) and "{token}" in value else None
 
     @property
     def retention_days(self) -> int | None:

@@ -9,6 +9,7 @@ __all__ = [
     "ConversationHeld",
     "ConversationNotFound",
     "ConversationsError",
+    "DisplayMessageNotFound",
     "InvalidContent",
     "InvalidPendingAsk",
     "InvalidSearch",
@@ -17,6 +18,7 @@ __all__ = [
     "NoPendingAsk",
     "OwnershipConflict",
     "ParentConflict",
+    "ShareNotFound",
     "ToolCallNotFound",
     "WriteConflict",
 ]
@@ -32,6 +34,14 @@ class ConversationNotFound(ConversationsError, LookupError):
 
 class ToolCallNotFound(ConversationsError, LookupError):
     """The conversation has no tool call (or no interrupted result row) with the given call id."""
+
+
+class DisplayMessageNotFound(ConversationsError, LookupError):
+    """The conversation has no display row with the given id (feedback, docs/api.md)."""
+
+
+class ShareNotFound(ConversationsError, LookupError):
+    """No share link has the given id in that conversation (revocation, docs/api.md)."""
 
 
 class InvalidToolTransition(ConversationsError, ValueError):

@@ -1,5 +1,7 @@
 """The data model (docs/write-path.md): Conversation, Message (the record), DisplayMessage, ToolCall,
-SourceRecord, and MessageUsage (the tokens of one assistant message, docs/usage.md).
+SourceRecord, and MessageUsage (the tokens of one assistant message, docs/usage.md); and around them
+Share (with its frozen ShareRow copies), Feedback and ConversationTag (docs/api.md "Share links",
+"Feedback", "Organising").
 
 Rows are written only by ``services``. The invariants that the services rely on are named database
 constraints, so they hold whatever writes the rows.
@@ -66,6 +68,8 @@ class InterruptReason(models.TextChoices):
     """The process running the call went away (``recover_interrupted``)."""
     LOG_ENDED = "log_ended", "Log ended"
     """An imported log ended while the call was still open."""
+    FORKED = "forked", "Forked"
+    """The conversation was forked before the call's result: the fork's record holds none."""
 
 
 class MessageType(models.TextChoices):
@@ -118,6 +122,11 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
     def newest_first(self) -> ConversationQuerySet:
         """Ordered ``saved_at`` desc, then ``id`` desc (the sidebar order, docs/api.md)."""
         return self.order_by("-saved_at", "-id")
+
+    def pinned_first(self) -> ConversationQuerySet:
+        """Ordered ``pinned`` first, then ``saved_at`` desc, then ``id`` desc (the list order of
+        ``GET conversations/``, docs/api.md "Organising")."""
+        return self.order_by("-pinned", "-saved_at", "-id")
 
 
 class Conversation(models.Model):
@@ -189,6 +198,18 @@ class Conversation(models.Model):
     cache_write_1h_tokens = models.PositiveBigIntegerField(default=0)
     reasoning_tokens = models.PositiveBigIntegerField(default=0)
     usage_by_model = models.JSONField(default=dict, blank=True)
+    #: Organising (docs/api.md "Organising"): pinned conversations list first, archived ones only
+    #: with ``?archived=``; ``tags`` is the ordered list of tag names, mirrored row by row in
+    #: ConversationTag (which the ``?tag=`` filter reads through its index).
+    pinned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
+    tags = models.JSONField(default=list, blank=True)
+    #: Forks (docs/api.md "Forking"): the conversation this one was copied from (null once that one
+    #: is deleted) and the display ``seq`` it was forked at.
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -204,6 +225,13 @@ class Conversation(models.Model):
                 condition=Q(parent__isnull=True),
             ),
             models.Index(fields=("parent", "-saved_at", "-id"), name="murmur_conv_parent_idx"),
+            # GET conversations/: an owner's listed (or archived) top-level conversations, pinned
+            # first.
+            models.Index(
+                fields=("owner", "archived", "-pinned", "-saved_at", "-id"),
+                name="murmur_conv_owner_list_idx",
+                condition=Q(parent__isnull=True),
+            ),
             # Title prefix search (LIKE 'x%') in the admin; the opclass applies on PostgreSQL only.
             models.Index(
                 fields=("title",),
@@ -350,6 +378,10 @@ class DisplayMessage(models.Model):
     event_seq = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    #: The conversation owner's feedback on this row, ``{"rating", "comment"}`` or null: a copy of
+    #: the owner's Feedback row kept by ``services.set_feedback``/``clear_feedback``, so websocket
+    #: frames (one per conversation, not per reader) carry it without a query (docs/websocket.md).
+    owner_feedback = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ("conversation", "seq")
@@ -528,6 +560,10 @@ class AccessSurface(models.TextChoices):
     """``GET conversations/{id}/transcript/`` and the session wire's transcript."""
     API_TOOL_CALLS = "api-tool-calls", "API: tool calls"
     """``GET conversations/{id}/tool-calls/``."""
+    API_FORK = "api-fork", "API: fork"
+    """``POST conversations/{id}/fork/`` (the fork copies the conversation)."""
+    API_SHARES = "api-shares", "API: share link"
+    """``POST conversations/{id}/shares/`` (the link shows the conversation to others)."""
 
 
 class AccessLogEntry(models.Model):
@@ -588,3 +624,161 @@ class MessageUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model or 'model'}: {self.input_tokens} in, {self.output_tokens} out"
+class ShareMode(models.TextChoices):
+    """What a share link shows (docs/api.md "Share links")."""
+
+    SNAPSHOT = "snapshot", "Snapshot"
+    """The display rows exactly as they were when the link was made (frozen ShareRow copies)."""
+    LIVE = "live", "Live"
+    """The conversation's current display rows."""
+
+
+class Share(models.Model):
+    """A share link of one conversation. The token itself is never stored: ``token_hash`` is the
+    sha256 hex of it (``selectors.share_for_token`` looks it up). ``revoked_at`` set, or
+    ``expires_at`` passed, and the link answers like an unknown one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="murmur_shares",
+    )
+    token_hash = models.CharField(max_length=64, unique=True)
+    mode = models.CharField(max_length=16, choices=ShareMode.choices, default=ShareMode.SNAPSHOT)
+    require_login = models.BooleanField(default=False)
+    #: The conversation's ``last_event_seq`` when a snapshot link was made; null for live links.
+    snapshot_event_seq = models.PositiveBigIntegerField(null=True, blank=True)
+    #: A snapshot link's conversation summary as it was then (title, times, status, counts).
+    snapshot = models.JSONField(null=True, blank=True, default=None)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = (
+            models.Index(
+                fields=("conversation", "-created_at", "-id"), name="murmur_share_conv_idx"
+            ),
+        )
+        constraints = (
+            models.CheckConstraint(
+                condition=Q(mode__in=ShareMode.values), name="murmur_share_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode=ShareMode.LIVE) | Q(snapshot_event_seq__isnull=False),
+                name="murmur_share_snapshot_has_seq",
+            ),
+        )
+        permissions = (("revoke_share", "Can revoke share links"),)
+
+    def __str__(self) -> str:
+        return f"{self.mode} share of {self.conversation_id}"
+
+
+class ShareRow(models.Model):
+    """One display row of a snapshot share, copied when the link was made and never changed, so the
+    link shows exactly the rows as of ``Share.snapshot_event_seq`` (docs/api.md "Share links").
+    Anything that later removes content from display rows (redaction, erasure) must treat these
+    copies the same way, or revoke the conversation's snapshot links."""
+
+    share = models.ForeignKey(Share, on_delete=models.CASCADE, related_name="rows")
+    seq = models.PositiveBigIntegerField()
+    message_type = models.CharField(max_length=16, choices=MessageType.choices)
+    content_type = models.CharField(max_length=32, choices=ContentType.choices)
+    content = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16, choices=ToolStatus.choices, default=ToolStatus.COMPLETED
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_event_seq = models.PositiveBigIntegerField()
+    event_seq = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("share", "seq")
+        constraints = (
+            models.UniqueConstraint(fields=("share", "seq"), name="murmur_sharerow_seq_uniq"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.message_type}/{self.content_type} #{self.seq}"
+
+    @property
+    def tool_call_id_value(self) -> str | None:
+        """The call id this row belongs to, as ``DisplayMessage.tool_call_id_value``."""
+        if self.content_type == ContentType.TOOL_RESULT:
+            return str(self.content.get("tool_call_id") or "") or None
+        if self.content_type == ContentType.TOOL_CALL:
+            return str(self.content.get("call_id") or "") or None
+        return None
+
+
+class Rating(models.IntegerChoices):
+    """A feedback rating (docs/api.md "Feedback")."""
+
+    UP = 1, "Thumbs up"
+    DOWN = -1, "Thumbs down"
+
+
+class Feedback(models.Model):
+    """One user's feedback on one display row of the record: a rating and an optional comment.
+    One per ``(display_message, user)``; written by ``services.set_feedback``/``clear_feedback``."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="feedback"
+    )
+    display_message = models.ForeignKey(
+        DisplayMessage, on_delete=models.CASCADE, related_name="feedback"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_feedback"
+    )
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("conversation", "display_message", "user")
+        verbose_name_plural = "feedback"
+        indexes = (
+            models.Index(fields=("conversation", "rating"), name="murmur_feedback_conv_idx"),
+            models.Index(fields=("rating", "-updated_at"), name="murmur_feedback_rating_idx"),
+        )
+        constraints = (
+            models.UniqueConstraint(
+                fields=("display_message", "user"), name="murmur_feedback_row_user_uniq"
+            ),
+            models.CheckConstraint(
+                condition=Q(rating__in=Rating.values), name="murmur_feedback_rating_valid"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{'+1' if self.rating > 0 else '-1'} on row {self.display_message_id}"
+
+
+class ConversationTag(models.Model):
+    """One tag of a conversation, one row per name: the indexed form of ``Conversation.tags`` that
+    the ``?tag=`` filter reads (kept equal to it by ``services.update_conversation``)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="tag_rows"
+    )
+    name = models.CharField(max_length=32)
+
+    class Meta:
+        ordering = ("name", "conversation")
+        indexes = (models.Index(fields=("name", "conversation"), name="murmur_tag_name_idx"),)
+        constraints = (
+            models.UniqueConstraint(fields=("conversation", "name"), name="murmur_tag_uniq"),
+        )
+
+    def __str__(self) -> str:
+        return self.name

@@ -7,12 +7,32 @@ row looks the same everywhere. Values are JSON-ready (ids as strings, times as I
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, Final, Literal
 
 from murmur_conversations.conf import app_settings
-from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+from murmur_conversations.models import (
+    ContentType,
+    Conversation,
+    DisplayMessage,
+    Message,
+    ShareRow,
+    ToolCall,
+)
 from murmur_conversations.search import Hit
 from murmur_conversations.usage import COUNTERS, Usage, usage_body
+
+
+class _Owner(Enum):
+    OWNER = "owner"
+
+
+#: ``display_row``'s default ``feedback``: the conversation owner's (``DisplayMessage.owner_feedback``).
+OWNER_FEEDBACK: Final = _Owner.OWNER
+#: Row ``metadata`` keys a share link shows; every other key stays with the owner.
+SHARED_METADATA_KEYS: Final = ("display_text", "result", "error", "orphan", "late")
+#: ``structured_data`` formats whose data a share link never shows (provider internals).
+HIDDEN_DATA_FORMATS: Final = frozenset({"redacted_thinking"})
 
 
 def iso(value: datetime | None) -> str | None:
@@ -28,9 +48,14 @@ def unix_ms(value: datetime) -> int:
     return int(value.timestamp() * 1000)
 
 
-def display_row(row: DisplayMessage) -> dict[str, Any]:
+def display_row(
+    row: DisplayMessage, feedback: dict[str, Any] | Literal[_Owner.OWNER] | None = OWNER_FEEDBACK
+) -> dict[str, Any]:
     """``{id (string), seq, message_type, content_type, content, status, tool_call_id (the call id
-    or null), metadata, created_event_seq, event_seq, created_at, updated_at}``."""
+    or null), metadata, created_event_seq, event_seq, created_at, updated_at, feedback}``.
+
+    ``feedback`` is ``{"rating", "comment"}`` or null: REST passes the caller's own; by default
+    (websocket frames, which every reader of the conversation shares) it is the owner's."""
     return {
         "id": str(row.pk),
         "seq": row.seq,
@@ -44,6 +69,7 @@ def display_row(row: DisplayMessage) -> dict[str, Any]:
         "event_seq": row.event_seq,
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
+        "feedback": row.owner_feedback if feedback is OWNER_FEEDBACK else feedback,
     }
 
 
@@ -84,11 +110,14 @@ def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str
 
 def summary_row(conversation: Conversation) -> dict[str, Any]:
     """The summary row: ``id, title, saved_at, created_at, status, format, message_count,
-    parent_id, parent_call_id, child_count, steps, usage``, and nothing from inside the
-    conversation (``message_count`` is ``transcript_count``; ``steps`` is ``tool_call_count``;
-    ``parent_id`` and ``parent_call_id`` are null for a top-level conversation, and the call id
-    null when the log does not say; ``usage`` is :func:`conversation_usage`, from the counters)."""
+    parent_id, parent_call_id, child_count, steps, pinned, archived, tags, forked_from_id,
+    forked_at_seq, usage``, and nothing from inside the conversation (``message_count`` is
+    ``transcript_count``; ``steps`` is ``tool_call_count``; ``parent_id`` and ``parent_call_id``
+    are null for a top-level conversation, and the call id null when the log does not say;
+    ``forked_from_id`` is the original's id or null; ``usage`` is :func:`conversation_usage`,
+    from the counters)."""
     parent_id = conversation.parent_id
+    forked_from = conversation.forked_from_id
     return {
         "id": str(conversation.pk),
         "title": conversation.title,
@@ -101,6 +130,11 @@ def summary_row(conversation: Conversation) -> dict[str, Any]:
         "parent_call_id": conversation.parent_call_id or None,
         "child_count": conversation.child_count,
         "steps": conversation.tool_call_count,
+        "pinned": conversation.pinned,
+        "archived": conversation.archived,
+        "tags": list(conversation.tags or []),
+        "forked_from_id": None if forked_from is None else str(forked_from),
+        "forked_at_seq": conversation.forked_at_seq,
         "usage": conversation_usage(conversation),
     }
 
@@ -139,4 +173,59 @@ def search_hit_row(hit: Hit) -> dict[str, Any]:
         "snippet": hit.snippet,
         "highlights": [[start, end] for start, end in hit.highlights],
         "created_at": iso(hit.created_at),
+    }
+
+
+def shared_summary(conversation: Conversation) -> dict[str, Any]:
+    """The summary a share link shows: ``title, created_at, saved_at, status, format,
+    message_count``; no id, owner, organising fields or fork origin (docs/api.md "Share links")."""
+    return {
+        "title": conversation.title,
+        "created_at": iso(conversation.created_at),
+        "saved_at": iso(conversation.saved_at),
+        "status": conversation.status,
+        "format": conversation.format,
+        "message_count": conversation.transcript_count,
+    }
+
+
+def shared_row_shown(row: DisplayMessage | ShareRow) -> bool:
+    """Whether a share link shows ``row`` at all: not context the agent injected (system
+    reminders, instructions, environment: the record's internals, not the conversation)."""
+    return not (isinstance(row.metadata, dict) and row.metadata.get("injected") is True)
+
+
+def shared_row(row: DisplayMessage | ShareRow, *, private_tools: frozenset[str]) -> dict[str, Any]:
+    """A display row as a share link shows it: ``{seq, message_type, content_type, content,
+    status, tool_call_id, metadata, event_seq, created_at, updated_at}``; no row id, record link
+    or feedback. ``metadata`` keeps only :data:`SHARED_METADATA_KEYS`; a thinking signature and
+    the data of :data:`HIDDEN_DATA_FORMATS` are left out; the arguments (and display text) of a
+    call to a tool in ``private_tools`` (``"*"``: every tool) are null, with ``"private": true``
+    in its content."""
+    content: Any = row.content
+    metadata = row.metadata if isinstance(row.metadata, dict) else {}
+    shown = {key: metadata[key] for key in SHARED_METADATA_KEYS if key in metadata}
+    if isinstance(content, dict):
+        if row.content_type == ContentType.THINKING:
+            content = {k: v for k, v in content.items() if k != "signature"}
+        elif row.content_type == ContentType.STRUCTURED_DATA:
+            if content.get("format") in HIDDEN_DATA_FORMATS:
+                content = {"format": content.get("format"), "data": None}
+        elif row.content_type == ContentType.TOOL_CALL and (
+            "*" in private_tools or content.get("name") in private_tools
+        ):
+            content = {**content, "arguments": None, "private": True}
+            content.pop("display_text", None)
+            shown.pop("display_text", None)
+    return {
+        "seq": row.seq,
+        "message_type": row.message_type,
+        "content_type": row.content_type,
+        "content": content,
+        "status": row.status,
+        "tool_call_id": row.tool_call_id_value,
+        "metadata": shown,
+        "event_seq": row.event_seq,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
     }

@@ -6,12 +6,14 @@ non-disclosing session wire): every lookup of a foreign, missing or malformed id
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any, Final, cast
 
-from django.db.models import Exists, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -20,11 +22,20 @@ from murmur_conversations.models import (
     AccessLogEntry,
     ContentType,
     Conversation,
+    ConversationTag,
+    Feedback,
     Hold,
     Message,
+    Rating,
+    Share,
     ToolCall,
 )
 from murmur_conversations.projection import transcript_entry
+
+#: Every share token starts with this (so secret scanners can spot one).
+SHARE_TOKEN_PREFIX: Final = "msh_"
+#: A well-formed share token: the prefix and 43 characters of ``secrets.token_urlsafe(32)``.
+_SHARE_TOKEN: Final = re.compile(r"msh_[A-Za-z0-9_-]{43}")
 
 Scope = Callable[[Any], QuerySet[Conversation]]
 
@@ -186,6 +197,74 @@ def transcript(
 #: trees are not written by any agent we know of; a hold deeper than this still protects its own
 #: conversation (the database refuses to delete a held row).
 HOLD_DEPTH: Final = 4
+
+
+def share_token_hash(token: str) -> str:
+    """The stored form of a share token: the sha256 hex of its UTF-8 bytes."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def share_for_token(token: Any) -> Share | None:
+    """The share link ``token`` opens, with its conversation; None for a malformed, unknown,
+    revoked or expired token alike (docs/api.md "Share links"). One query, none for a malformed
+    token. Read it again on every use: a live reader calls this on each re-check, so revocation
+    and expiry take effect at once. Whether the reader must be signed in (``require_login``) is the
+    caller's check."""
+    if not isinstance(token, str) or not _SHARE_TOKEN.fullmatch(token):
+        return None
+    share = (
+        Share.objects.select_related("conversation")
+        .filter(token_hash=share_token_hash(token))
+        .first()
+    )
+    if share is None or share.revoked_at is not None:
+        return None
+    if share.expires_at is not None and share.expires_at <= timezone.now():
+        return None
+    return share
+
+
+def organised(
+    conversations: QuerySet[Conversation], *, archived: str = "0", tag: str | None = None
+) -> QuerySet[Conversation]:
+    """``conversations`` as ``GET conversations/`` lists them (docs/api.md "Organising"): pinned
+    first, then ``saved_at`` desc, then ``id`` desc. ``archived``: ``"0"`` (not archived, the
+    default), ``"1"`` (only archived) or ``"all"``; ``tag``: only those with this (already
+    normalised) tag, through the tag index."""
+    if archived == "0":
+        conversations = conversations.filter(archived=False)
+    elif archived == "1":
+        conversations = conversations.filter(archived=True)
+    if tag is not None:
+        conversations = conversations.filter(
+            pk__in=ConversationTag.objects.filter(name=tag).values("conversation_id")
+        )
+    return conversations.order_by("-pinned", "-saved_at", "-id")
+
+
+def feedback_for(user: Any, row_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """``{display row id: {"rating", "comment"}}`` of ``user``'s own feedback on those rows (one
+    query, none for no rows or no user): what the ``feedback`` key of each display row shows."""
+    ids = list(row_ids)
+    if not ids or user is None or not getattr(user, "is_authenticated", False):
+        return {}
+    return {
+        row_id: {"rating": rating, "comment": comment}
+        for row_id, rating, comment in Feedback.objects.filter(
+            user_id=user.pk, display_message_id__in=ids
+        ).values_list("display_message_id", "rating", "comment")
+    }
+
+
+def feedback_counts(conversation: Conversation | uuid.UUID) -> dict[str, int]:
+    """``{"up", "down", "total"}``: the feedback of every user on the conversation's display
+    rows, for evaluation (one query on the ``(conversation, rating)`` index)."""
+    pk = conversation.pk if isinstance(conversation, Conversation) else conversation
+    counts = Feedback.objects.filter(conversation_id=pk).aggregate(
+        up=Count("pk", filter=Q(rating=Rating.UP)), down=Count("pk", filter=Q(rating=Rating.DOWN))
+    )
+    up, down = int(counts["up"] or 0), int(counts["down"] or 0)
+    return {"up": up, "down": down, "total": up + down}
 
 
 def held_condition() -> Q:

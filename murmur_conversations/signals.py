@@ -19,6 +19,7 @@ __all__ = [
     "display_message_updated",
     "display_messages_saved",
     "pending_answered",
+    "share_revoked",
     "status_changed",
     "tool_call_updated",
 ]
@@ -63,3 +64,7 @@ delta = Signal()
 # event_seq (int). Sent by answer_pending_ask after the call's other signals; a host's agent
 # runtime listens to it to resume the paused run.
 pending_answered = Signal()
+
+# Arguments: share (Share), conversation_id (uuid.UUID). Sent by services.revoke_share after commit,
+# so a live share's open readers can be closed at once (docs/api.md "Share links").
+share_revoked = Signal()

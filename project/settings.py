@@ -185,7 +185,8 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-MURMUR_CONVERSATIONS: dict[str, Any] = {}
+# Share links answer with the demo's read-only page (project/demo/views.py, docs/demo.md).
+MURMUR_CONVERSATIONS: dict[str, Any] = {"SHARE_URL": "/shared/{token}/"}
 
 LOGGING = {
     "version": 1,

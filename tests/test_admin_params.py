@@ -21,8 +21,11 @@ from hypothesis import strategies as st
 from murmur_conversations import services
 from murmur_conversations.models import (
     Conversation,
+    ConversationTag,
     DisplayMessage,
+    Feedback,
     Message,
+    Share,
     SourceRecord,
     ToolCall,
 )
@@ -36,6 +39,9 @@ MODELS = {
     "displaymessage": DisplayMessage,
     "toolcall": ToolCall,
     "sourcerecord": SourceRecord,
+    "share": Share,
+    "feedback": Feedback,
+    "conversationtag": ConversationTag,
 }
 QUICK = settings(
     max_examples=80,
@@ -85,6 +91,15 @@ def world(make_user: MakeUser, make_conversation: MakeConversation) -> dict[str,
     )
     message = Message.objects.filter(conversation=conversation).first()
     assert message is not None
+    services.update_conversation(conversation=conversation, pinned=True, tags=["work"])
+    services.create_share(conversation=conversation, created_by=owner)
+    services.set_feedback(
+        conversation=conversation,
+        display_message=DisplayMessage.objects.filter(conversation=conversation).order_by("seq")[0],
+        user=owner,
+        rating=-1,
+        comment="wrong",
+    )
     return {
         "conversation": str(conversation.pk),
         "owner": str(owner.pk),
@@ -160,6 +175,14 @@ REFUSED = {
         "line_number__gte=x",
         "conversation__id__exact=%00",
     ],
+    "share": [
+        "state=bogus",
+        "mode__exact=forever",
+        "token_hash__startswith=a",
+        "snapshot__title=x",
+    ],
+    "feedback": ["rating=2", "rating=", "comment__contains=x", "user__id__exact=1"],
+    "conversationtag": ["name=x", "name__startswith=w"],
 }
 
 
@@ -176,6 +199,10 @@ def offered(world: dict[str, str]) -> dict[str, list[str]]:
     """What the admin's filters and links put in changelist URLs: each must still work."""
     return {
         "conversation": [
+            "feedback=down",
+            "pinned__exact=1",
+            "archived__exact=0",
+            "tag=work",
             "status__exact=paused",
             "tool_status=interrupted",
             "tool_status=completed",
@@ -203,6 +230,9 @@ def offered(world: dict[str, str]) -> dict[str, list[str]]:
             f"conversation__id__exact={world['conversation']}",
         ],
         "sourcerecord": [f"conversation__id__exact={world['conversation']}", "q=nope"],
+        "share": ["state=active", "mode__exact=snapshot", f"q={world['conversation']}"],
+        "feedback": ["rating=-1", f"conversation__id__exact={world['conversation']}"],
+        "conversationtag": ["q=WORK", f"conversation__id__exact={world['conversation']}"],
     }
 
 

@@ -202,6 +202,11 @@ def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
             "models": [],
             "cost": "0",
         },
+        "pinned": False,
+        "archived": False,
+        "tags": [],
+        "forked_from_id": None,
+        "forked_at_seq": None,
         "metadata": {},
     }
     listed = client.get(f"{API}conversations/").json()["results"][0]

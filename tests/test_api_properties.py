@@ -183,6 +183,7 @@ def test_schema_matches_the_responses(
 
         check()
         seen += 1
-    # the app's routes: 11, the answer and access-log routes, search/ and usage/ (the token is
-    # the demo's)
-    assert seen == 15
+    # the 11 routes of the app, the answer and access-log routes (the token is the demo's),
+    # search/ and usage/, and feedback (PUT, DELETE), fork, share links (GET, POST, DELETE) and
+    # the shared view
+    assert seen == 22

@@ -187,6 +187,11 @@ async def test_snapshot_frame(user: User, conversation: Conversation) -> None:
                 "models": [],
                 "cost": "0",
             },
+            "pinned": False,
+            "archived": False,
+            "tags": [],
+            "forked_from_id": None,
+            "forked_at_seq": None,
         },
         "status": "paused",
         "pending": {"question": "ok?"},
@@ -369,6 +374,7 @@ async def test_display_message_row_matches_the_rest_shape(
         "event_seq",
         "created_at",
         "updated_at",
+        "feedback",
     }
     await communicator.disconnect()
 

@@ -56,7 +56,16 @@ def test_every_service_has_an_async_twin() -> None:
     names = set(services.__all__)
     constants = {n for n in names if n.isupper()}
     sync = {n for n in names if n.islower() and f"a{n}" in names}  # answer_* starts with "a" too
-    assert constants == {"ALLOWED_MOVES", "MAX_ANSWER_CHARS", "MAX_HOLD_REASON", "UNSET"}
+    assert constants == {
+        "ALLOWED_MOVES",
+        "MAX_ANSWER_CHARS",
+        "MAX_COMMENT_CHARS",
+        "MAX_HOLD_REASON",
+        "MAX_SHARE_SECONDS",
+        "MAX_TAGS",
+        "MAX_TAG_CHARS",
+        "UNSET",
+    }
     assert names == sync | {f"a{n}" for n in sync} | constants
     for name in sync:
         twin = getattr(services, f"a{name}")

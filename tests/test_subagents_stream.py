@@ -75,6 +75,11 @@ async def test_the_parent_hears_a_child_created_running_and_stepping(
             "child_count": 0,
             "steps": 0,
             "usage": created["child"]["usage"],
+            "pinned": False,
+            "archived": False,
+            "tags": [],
+            "forked_from_id": None,
+            "forked_at_seq": None,
         },
     }
     assert created["child"]["usage"]["cost"] == "0"

@@ -10,14 +10,18 @@ from murmur_conversations.admin.rows import (
     SourceRecordAdmin,
     ToolCallAdmin,
 )
+from murmur_conversations.admin.sharing import ConversationTagAdmin, FeedbackAdmin, ShareAdmin
 
 __all__ = [
     "AccessLogEntryAdmin",
     "ConversationAdmin",
+    "ConversationTagAdmin",
     "DisplayMessageAdmin",
+    "FeedbackAdmin",
     "HoldAdmin",
     "MessageAdmin",
     "RedactionCountAdmin",
+    "ShareAdmin",
     "SourceRecordAdmin",
     "ToolCallAdmin",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Final
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
 from django.http import (
     FileResponse,
     HttpRequest,
@@ -30,7 +30,12 @@ from django.utils.text import Truncator
 from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
-from murmur_conversations.admin.filters import HeldFilter, ToolStatusFilter
+from murmur_conversations.admin.filters import (
+    FeedbackFilter,
+    HeldFilter,
+    TagFilter,
+    ToolStatusFilter,
+)
 from murmur_conversations.admin.forget import log_views
 from murmur_conversations.exceptions import (
     ConversationHeld,
@@ -44,17 +49,25 @@ from murmur_conversations.models import (
     AccessSurface,
     Conversation,
     DisplayMessage,
+    Feedback,
     Hold,
+    Rating,
     RedactionCount,
 )
 from murmur_conversations.representations import conversation_usage
 from murmur_conversations.search import matching_conversations, parse_query
-from murmur_conversations.selectors import held_condition
+from murmur_conversations.selectors import feedback_counts, held_condition
 
 #: Bytes of a multi-conversation export kept in memory before it spills to a temporary file.
 EXPORT_SPOOL_BYTES: Final = 8 * 1024 * 1024
 #: Children listed on a parent's page; the rest are a link to the list of its children.
 CHILDREN_SHOWN: Final = 50
+
+
+def _has_feedback(rating: int) -> Exists:
+    """Whether the outer conversation has feedback of ``rating`` (an ``EXISTS`` on the
+    ``(conversation, rating)`` index: the list never counts)."""
+    return Exists(Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating))
 
 
 def _search_uuid(term: str) -> uuid.UUID | None:
@@ -96,6 +109,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         "input_tokens",
         "output_tokens",
         "cost",
+        "organised",
+        "feedback_marks",
         "saved_at",
     )
     list_display_links = ("id",)
@@ -104,6 +119,10 @@ class ConversationAdmin(ReadOnlyAdmin):
         "status",
         ToolStatusFilter,
         HeldFilter,
+        FeedbackFilter,
+        "pinned",
+        "archived",
+        TagFilter,
         ("saved_at", admin.DateFieldListFilter),
         ("created_at", admin.DateFieldListFilter),
     )
@@ -114,7 +133,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         "Exact conversation id, exact owner username or email, title prefix, or words in the "
         'title or the messages ("a phrase", -excluded, or).'
     )
-    raw_id_fields = ("owner",)
+    raw_id_fields = ("owner", "forked_from")
     fieldsets = (
         (None, {"fields": ("id", "title", "owner", "status", "pending_ask_pretty")}),
         (
@@ -149,6 +168,19 @@ class ConversationAdmin(ReadOnlyAdmin):
             },
         ),
         ("Source", {"fields": ("source", "external_id", "created_at", "saved_at", "rows")}),
+        (
+            "Organising and feedback",
+            {
+                "fields": (
+                    "pinned_text",
+                    "archived_text",
+                    "tag_links",
+                    "forked_from",
+                    "forked_at_seq",
+                    "feedback_total",
+                )
+            },
+        ),
         ("Metadata", {"fields": ("metadata_pretty",), "classes": ("collapse",)}),
         ("Keeping", {"fields": ("hold_state", "redactions")}),
     )
@@ -158,6 +190,10 @@ class ConversationAdmin(ReadOnlyAdmin):
         "rows",
         "hold_state",
         "redactions",
+        "pinned_text",
+        "archived_text",
+        "tag_links",
+        "feedback_total",
         "parent_link",
         "children_list",
     )
@@ -168,7 +204,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).select_related("owner")
 
     def lean_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Without metadata and pending ask, with a ``has_pending`` flag instead."""
+        """Without metadata and pending ask, with a ``has_pending`` flag instead, and whether each
+        row has thumbs up and down (``EXISTS`` on the ``(conversation, rating)`` index)."""
         lean: QuerySet[Any] = super().lean_queryset(queryset)
         annotated: QuerySet[Any] = lean.annotate(
             has_pending=Case(
@@ -181,6 +218,8 @@ class ConversationAdmin(ReadOnlyAdmin):
                 default=Value(False),
                 output_field=BooleanField(),
             ),
+            thumbs_up=_has_feedback(Rating.UP),
+            thumbs_down=_has_feedback(Rating.DOWN),
         )
         return annotated
 
@@ -252,6 +291,56 @@ class ConversationAdmin(ReadOnlyAdmin):
         """Secrets replaced at write time, per detector (docs/write-path.md "Redaction")."""
         counts = RedactionCount.objects.filter(conversation_id=obj.pk).order_by("detector")
         return ", ".join(f"{c.detector}: {c.count}" for c in counts) or "none"
+
+    @admin.display(description="pinned")
+    def pinned_text(self, obj: Conversation) -> str:
+        """yes or no (as text: the page draws no image)."""
+        return "yes" if obj.pinned else "no"
+
+    @admin.display(description="archived")
+    def archived_text(self, obj: Conversation) -> str:
+        """yes or no (as text: the page draws no image)."""
+        return "yes" if obj.archived else "no"
+
+    @admin.display(description="organised")
+    def organised(self, obj: Conversation) -> str:
+        """Pinned, archived and the tags, in one short column."""
+        marks = [*(["pinned"] if obj.pinned else []), *(["archived"] if obj.archived else [])]
+        marks += [f"#{tag}" for tag in obj.tags or []]
+        return Truncator(" ".join(marks)).chars(60)
+
+    @admin.display(description="feedback")
+    def feedback_marks(self, obj: Conversation) -> str:
+        """ "+1" and/or "-1" when the conversation's rows have thumbs up and/or down (the counts
+        are on its page)."""
+        marks = [
+            ("+1", getattr(obj, "thumbs_up", False)),
+            ("-1", getattr(obj, "thumbs_down", False)),
+        ]
+        return " ".join(mark for mark, given in marks if given)
+
+    @admin.display(description="feedback")
+    def feedback_total(self, obj: Conversation) -> SafeString:
+        """The counts, linked to the conversation's feedback list."""
+        counts = feedback_counts(obj)
+        query = urlencode({"conversation__id__exact": str(obj.pk)})
+        return format_html(
+            '<a href="{}?{}">+{} / -{}</a>',
+            self.changelist_url("feedback"),
+            query,
+            counts["up"],
+            counts["down"],
+        )
+
+    @admin.display(description="tags")
+    def tag_links(self, obj: Conversation) -> SafeString | str:
+        """Each tag, linked to the conversations with that tag."""
+        if not obj.tags:
+            return "-"
+        url = self.changelist_url("conversation")
+        return format_html_join(
+            " ", '<a href="{}?{}">#{}</a>', ((url, urlencode({"tag": t}), t) for t in obj.tags)
+        )
 
     @admin.display(description="pending ask")
     def pending_ask_pretty(self, obj: Conversation) -> SafeString | str:
@@ -327,7 +416,8 @@ class ConversationAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}?{}">record</a> · <a href="{}?{}">display rows</a> · '
             '<a href="{}?{}">tool calls</a> · <a href="{}?{}">source records</a> · '
-            '<a href="{}?{}">access log</a> · <a href="{}?{}">redaction counts</a>',
+            '<a href="{}?{}">access log</a> · <a href="{}?{}">redaction counts</a> · '
+            '<a href="{}?{}">share links</a> · <a href="{}?{}">feedback</a>',
             self.changelist_url("message"),
             query,
             self.changelist_url("displaymessage"),
@@ -339,6 +429,10 @@ class ConversationAdmin(ReadOnlyAdmin):
             self.changelist_url("accesslogentry"),
             query,
             self.changelist_url("redactioncount"),
+            query,
+            self.changelist_url("share"),
+            query,
+            self.changelist_url("feedback"),
             query,
         )
 

@@ -1,7 +1,7 @@
 """Changelist filters that cost no query to draw (docs/admin.md).
 
-Neither lists the values of a large table: the tool-status filter offers the fixed statuses, the
-tool-name filter only echoes the name already chosen (from the search box or a name link).
+None lists the values of a large table: the tool-status and feedback filters offer fixed values,
+the tool-name and tag filters only echo the value already chosen (from a link).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from murmur_conversations.models import ToolCall, ToolStatus
+from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.models import ConversationTag, Feedback, Rating, ToolCall, ToolStatus
 from murmur_conversations.selectors import held_condition
+from murmur_conversations.validation import clean_tag
 
 
 class ToolStatusFilter(admin.SimpleListFilter):
@@ -83,3 +85,54 @@ class HeldFilter(admin.SimpleListFilter):
         if value == "no":
             return queryset.exclude(held_condition())
         raise IncorrectLookupParameters(f"unknown value of held: {value!r}")
+
+
+class TagFilter(admin.SimpleListFilter):
+    """Conversations with exactly the chosen tag (``?tag=work``), through the tag index. Shows only
+    the chosen tag, so drawing it never lists every tag."""
+
+    title = _("tag")
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        """The chosen tag only (nothing when no tag is chosen)."""
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Keep the conversations with the chosen tag; a value no tag can be is the admin's
+        ``?e=1``."""
+        value = self.value()
+        if value is None:
+            return queryset
+        try:
+            tag = clean_tag(value)
+        except InvalidContent:
+            raise IncorrectLookupParameters(f"{value!r} is not a tag") from None
+        return queryset.filter(
+            pk__in=ConversationTag.objects.filter(name=tag).values("conversation_id")
+        )
+
+
+class FeedbackFilter(admin.SimpleListFilter):
+    """Conversations with at least one thumbs up (``?feedback=up``) or down (``?feedback=down``);
+    an ``EXISTS`` on the ``(conversation, rating)`` index."""
+
+    title = _("feedback")
+    parameter_name = "feedback"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        """Has thumbs up, has thumbs down."""
+        return [("up", _("has thumbs up")), ("down", _("has thumbs down"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Keep the conversations with that rating; an unknown value is the admin's ``?e=1``."""
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in ("up", "down"):
+            raise IncorrectLookupParameters(f"unknown feedback {value!r}")
+        rating = Rating.UP if value == "up" else Rating.DOWN
+        return queryset.filter(
+            Exists(Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating))
+        )

@@ -10,8 +10,14 @@ from typing import Any
 
 from rest_framework import serializers
 
-from murmur_conversations.models import ConversationStatus, ToolStatus
-from murmur_conversations.services import MAX_ANSWER_CHARS
+from murmur_conversations.models import ConversationStatus, ShareMode, ToolStatus
+from murmur_conversations.services import (
+    MAX_ANSWER_CHARS,
+    MAX_COMMENT_CHARS,
+    MAX_SHARE_SECONDS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+)
 
 Any_ = serializers.JSONField
 
@@ -55,6 +61,11 @@ class SummarySerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ConversationStatus.choices)
     format = serializers.ChoiceField(choices=["conversation-v1", "flowchart-v1"])
     message_count = serializers.IntegerField(min_value=0)
+    pinned = serializers.BooleanField()
+    archived = serializers.BooleanField()
+    tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_CHARS))
+    forked_from_id = serializers.UUIDField(allow_null=True)
+    forked_at_seq = serializers.IntegerField(min_value=1, allow_null=True)
     parent_id = serializers.UUIDField(allow_null=True)
     parent_call_id = serializers.CharField(allow_null=True)
     child_count = serializers.IntegerField(min_value=0)
@@ -69,10 +80,23 @@ class DetailSerializer(SummarySerializer):
 
 
 class PatchSerializer(serializers.Serializer[Any]):
-    """``PATCH conversations/{id}/``: either key, nothing else (else 400 ``invalid_field``)."""
+    """``PATCH conversations/{id}/``: any of these keys, nothing else (else 400
+    ``invalid_field``)."""
 
     title = serializers.CharField(max_length=255, required=False, allow_blank=True)
     metadata = serializers.DictField(required=False)
+    pinned = serializers.BooleanField(required=False)
+    archived = serializers.BooleanField(required=False)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_TAG_CHARS), required=False, max_length=MAX_TAGS
+    )
+
+
+class FeedbackSerializer(serializers.Serializer[Any]):
+    """A display row's ``feedback``: the caller's own rating (1 or -1) and comment."""
+
+    rating = serializers.ChoiceField(choices=[1, -1])
+    comment = serializers.CharField(allow_blank=True, max_length=MAX_COMMENT_CHARS)
 
 
 class DisplayRowSerializer(serializers.Serializer[Any]):
@@ -90,6 +114,7 @@ class DisplayRowSerializer(serializers.Serializer[Any]):
     event_seq = serializers.IntegerField(min_value=0)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    feedback = FeedbackSerializer(allow_null=True)
 
 
 class RecordRowSerializer(serializers.Serializer[Any]):
@@ -272,3 +297,95 @@ class WireResponseSerializer(serializers.Serializer[Any]):
     sessions = WireSessionSerializer(many=True, required=False)
     transcript = WireTranscriptSerializer(required=False)
     pending = serializers.DictField(allow_null=True, required=False)
+
+
+class FeedbackRequestSerializer(serializers.Serializer[Any]):
+    """``PUT .../display-messages/{display_id}/feedback/``: the rating, maybe a comment."""
+
+    rating = serializers.ChoiceField(choices=[1, -1])
+    comment = serializers.CharField(
+        allow_blank=True, allow_null=True, required=False, max_length=MAX_COMMENT_CHARS
+    )
+
+
+class ForkRequestSerializer(serializers.Serializer[Any]):
+    """``POST conversations/{id}/fork/``: the seq of the display row to fork at."""
+
+    at_seq = serializers.IntegerField(min_value=1)
+
+
+class ShareRequestSerializer(serializers.Serializer[Any]):
+    """``POST conversations/{id}/shares/``: every key optional (an empty body too)."""
+
+    mode = serializers.ChoiceField(choices=ShareMode.choices, required=False, allow_null=True)
+    expires_in = serializers.IntegerField(
+        min_value=1, max_value=MAX_SHARE_SECONDS, required=False, allow_null=True
+    )
+    require_login = serializers.BooleanField(required=False, allow_null=True)
+
+
+class ShareSerializer(serializers.Serializer[Any]):
+    """A share link as listed (``representations``-free: ``api.shares.share_row``)."""
+
+    id = serializers.UUIDField()
+    mode = serializers.ChoiceField(choices=ShareMode.choices)
+    require_login = serializers.BooleanField()
+    snapshot_event_seq = serializers.IntegerField(min_value=0, allow_null=True)
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    active = serializers.BooleanField()
+
+
+class ShareCreatedSerializer(ShareSerializer):
+    """A new share link: the listed keys plus the ``token`` (shown this once) and its ``url``."""
+
+    token = serializers.CharField()
+    url = serializers.CharField()
+
+
+SharePageSerializer = page_serializer("SharePageSerializer", ShareSerializer)
+
+
+class SharedSummarySerializer(serializers.Serializer[Any]):
+    """The conversation as a share link shows it (``representations.shared_summary``)."""
+
+    title = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    saved_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=ConversationStatus.choices)
+    format = serializers.ChoiceField(choices=["conversation-v1", "flowchart-v1"])
+    message_count = serializers.IntegerField(min_value=0)
+
+
+class SharedInfoSerializer(serializers.Serializer[Any]):
+    """What the link is: its mode, the event_seq it shows, its expiry."""
+
+    mode = serializers.ChoiceField(choices=ShareMode.choices)
+    event_seq = serializers.IntegerField(min_value=0)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    require_login = serializers.BooleanField()
+
+
+class SharedRowSerializer(serializers.Serializer[Any]):
+    """A display row as a share link shows it (``representations.shared_row``)."""
+
+    seq = serializers.IntegerField(min_value=1)
+    message_type = serializers.CharField()
+    content_type = serializers.CharField()
+    content = serializers.DictField()
+    status = serializers.ChoiceField(choices=ToolStatus.choices)
+    tool_call_id = serializers.CharField(allow_null=True)
+    metadata = serializers.DictField()
+    event_seq = serializers.IntegerField(min_value=0)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class SharedPageSerializer(serializers.Serializer[Any]):
+    """``GET shared/{token}/``: the conversation, the link, one page of rows (oldest first)."""
+
+    conversation = SharedSummarySerializer()
+    share = SharedInfoSerializer()
+    messages = SharedRowSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from django.urls import path
 
+from murmur_conversations.api.feedback import FeedbackViewSet
+from murmur_conversations.api.forks import ForkViewSet
 from murmur_conversations.api.search import SearchView
 from murmur_conversations.api.session_wire import SessionWireView
+from murmur_conversations.api.shares import SharedView, ShareViewSet
 from murmur_conversations.api.usage import UsageView
 from murmur_conversations.api.viewsets import (
     AccessLogViewSet,
@@ -72,6 +75,27 @@ urlpatterns = [
     ),
     path("search/", SearchView.as_view(), name="search"),
     path("usage/", UsageView.as_view(), name="usage"),
+    path(
+        _DETAIL + "display-messages/<str:display_id>/feedback/",
+        FeedbackViewSet.as_view({"put": "put", "delete": "delete"}),
+        name="conversation-feedback",
+    ),
+    path(
+        _DETAIL + "fork/",
+        ForkViewSet.as_view({"post": "fork"}),
+        name="conversation-fork",
+    ),
+    path(
+        _DETAIL + "shares/",
+        ShareViewSet.as_view({"get": "links", "post": "create"}),
+        name="conversation-shares",
+    ),
+    path(
+        _DETAIL + "shares/<str:share_id>/",
+        ShareViewSet.as_view({"delete": "revoke"}),
+        name="conversation-share",
+    ),
+    path("shared/<str:token>/", SharedView.as_view(), name="shared"),
     path("ws-ticket/", WsTicketView.as_view(), name="ws-ticket"),
     path("session/", SessionWireView.as_view(), name="session"),
 ]

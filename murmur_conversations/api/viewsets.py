@@ -1,5 +1,7 @@
 """The conversation routes (docs/api.md): list, detail, PATCH, DELETE, display rows,
-record, transcript, pending ask and tool calls, all owner-scoped through ``selectors``.
+record, transcript, pending ask and tool calls, all owner-scoped through ``selectors``. (Share
+links, forks and feedback have their own modules: ``api.shares``, ``api.forks``,
+``api.feedback``.)
 
 Views are thin: they read parameters, ask selectors and services, and shape rows with
 ``representations``. Each route makes a fixed number of queries whatever the conversation's length
@@ -13,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
+from django.utils import timezone
 from rest_framework import status
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
@@ -45,11 +48,13 @@ from murmur_conversations.api.pagination import (
 from murmur_conversations.api.params import (
     query_value,
     read_answer,
+    read_archived,
     read_json_object,
     read_patch,
     read_search,
     read_since,
     read_status_filter,
+    read_tag,
 )
 from murmur_conversations.api.schema import (
     CURSOR_PARAM,
@@ -82,6 +87,8 @@ from murmur_conversations.selectors import (
     children_for,
     conversation_for_hook,
     conversations_for,
+    feedback_for,
+    organised,
     owned_conversation,
     top_level,
     transcript,
@@ -97,6 +104,13 @@ SINCE_PARAM: Param = (
     "Only rows changed after this event_seq (an integer >= 0).",
 )
 STATUS_PARAM: Param = ("status", str, "query", "Only tool calls with this status.")
+ARCHIVED_PARAM: Param = (
+    "archived",
+    str,
+    "query",
+    "0 (default): archived conversations hidden; 1: only archived ones; all: both.",
+)
+TAG_PARAM: Param = ("tag", str, "query", "Only conversations with this tag.")
 PARENT_PARAM: Param = (
     "parent",
     str,
@@ -144,20 +158,29 @@ class ConversationViewSet(ConversationScopedViewSet):
     # ------------------------------------------------------------------ conversations
 
     @document(
-        summary="The caller's top-level conversations, or one's children; saved_at desc, id desc; "
-        "q filters them",
-        params=[*PAGE_PARAMS, PARENT_PARAM, Q_PARAM],
+        summary=(
+            "The caller's top-level conversations, or one's children; pinned first, then "
+            "saved_at desc, then id desc; q filters them"
+        ),
+        params=[*PAGE_PARAMS, PARENT_PARAM, ARCHIVED_PARAM, TAG_PARAM, Q_PARAM],
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
         """A page of summary rows: the caller's top-level conversations, or with ``?parent=<id>``
-        that conversation's children (none for a foreign, missing or malformed id, alike); with
-        ``q`` only those whose title or a display row matches it (docs/search.md); ``total``
-        counts them. (Not named ``list``: the body is one page object, and schema tools read
-        ``list`` as an array.)"""
+        that conversation's children (none for a foreign, missing or malformed id, alike); pinned
+        first, archived ones only with ``?archived=``, maybe one ``?tag=``; with ``q`` only those
+        whose title or a display row matches it (docs/search.md); ``total`` counts them. (Not
+        named ``list``: the body is one page object, and schema tools read ``list`` as an array.)
+
+        The cursor holds the keyset ``(pinned, saved_at, id)`` of the last row served and the time
+        the walk began: later pages leave out conversations saved after it (pinned, unpinned,
+        archived, renamed or written to during the walk), which the sidebar stream announces, so a
+        walk returns every other row exactly once and none twice (docs/api.md "Organising")."""
         parent = query_value(request.query_params, "parent")
+        archived = read_archived(request.query_params)
+        tag = read_tag(request.query_params)
         query = read_search(request.query_params, required=False)
-        params: tuple[tuple[str, str], ...] = ()
+        params: tuple[tuple[str, str], ...] = (("archived", archived), ("tag", tag or ""))
         if parent is not None:
             params += (("parent", parent),)
         if query is not None:
@@ -171,16 +194,26 @@ class ConversationViewSet(ConversationScopedViewSet):
             scoped = children_for(request.user, parent)
         if query is not None:
             scoped = matching_conversations(scoped, query)
-        rows = scoped
-        if key is not None:
-            saved_at, pk = _conversation_key(key)
-            rows = rows.filter(Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk))
+        listed = organised(scoped, archived=archived, tag=tag)
+        rows = listed
+        if key is None:
+            walk_start = timezone.now()
+        else:
+            pinned, saved_at, pk, walk_start = _conversation_key(key)
+            after = Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk)
+            rows = rows.filter(saved_at__lte=walk_start).filter(
+                (Q(pinned=True) & after) | Q(pinned=False) if pinned else Q(pinned=False) & after
+            )
         fetched = list(rows[: limit + 1])
+        started = iso(walk_start)
         page = keyset_page(
-            fetched, limit=limit, binding=binding, key_of=lambda c: [iso(c.saved_at), str(c.pk)]
+            fetched,
+            limit=limit,
+            binding=binding,
+            key_of=lambda c: [int(c.pinned), iso(c.saved_at), str(c.pk), started],
         )
         results = [summary_row(c) for c in page.rows]
-        return Response(body(results, page, scoped.count()))
+        return Response(body(results, page, listed.count()))
 
     @document(
         summary="One conversation: the summary row plus metadata",
@@ -193,7 +226,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         return Response(detail_row(self.conversation))
 
     @document(
-        summary="Replace the title and/or metadata",
+        summary="Replace the title, metadata, pinned, archived and/or tags",
         params=[ID_PARAM],
         request=docs.PatchSerializer,
         responses={200: docs.DetailSerializer, **WRITE_ERRORS},
@@ -201,7 +234,9 @@ class ConversationViewSet(ConversationScopedViewSet):
     def partial_update(self, request: Request, id: str) -> Response:
         """Through ``services.update_conversation``; 400 ``invalid_field`` for a body that is not
         a JSON object (an empty one included), another key or a bad value."""
-        data = read_json_object(request, expected="'title' and/or 'metadata'")
+        data = read_json_object(
+            request, expected="'title', 'metadata', 'pinned', 'archived' and/or 'tags'"
+        )
         fields = read_patch(data)
         try:
             updated = services.update_conversation(conversation=self.conversation, **fields)
@@ -267,7 +302,8 @@ class ConversationViewSet(ConversationScopedViewSet):
             page = keyset_page(
                 fetched, limit=limit, binding=binding, key_of=lambda r: [r.event_seq, r.seq]
             )
-        return Response(body([display_row(r) for r in page.rows], page, total))
+        mine = feedback_for(request.user, [r.pk for r in page.rows])
+        return Response(body([display_row(r, mine.get(r.pk)) for r in page.rows], page, total))
 
     @document(
         summary="The durable record, position desc",
@@ -417,11 +453,18 @@ class AccessLogViewSet(ConversationScopedViewSet):
         return Response(body(results, page, total))
 
 
-def _conversation_key(key: list[Any]) -> tuple[datetime, uuid.UUID]:
-    """``(saved_at, id)`` of a conversation-list cursor."""
+def _conversation_key(key: list[Any]) -> tuple[bool, datetime, uuid.UUID, datetime]:
+    """``(pinned, saved_at, id, walk start)`` of a conversation-list cursor."""
     try:
-        saved_at, pk = key
-        return datetime.fromisoformat(saved_at.replace("Z", "+00:00")), uuid.UUID(pk)
+        pinned, saved_at, pk, started = key
+        if pinned not in (0, 1) or isinstance(pinned, bool):
+            raise ValueError("pinned")
+        return (
+            bool(pinned),
+            datetime.fromisoformat(saved_at.replace("Z", "+00:00")),
+            uuid.UUID(pk),
+            datetime.fromisoformat(started.replace("Z", "+00:00")),
+        )
     except (TypeError, ValueError, AttributeError):
         raise InvalidCursor(
             "cursor is not valid for this listing; start again without it"

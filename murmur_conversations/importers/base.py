@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
+from django.contrib.auth import get_user_model
+
 from murmur_conversations import services
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
@@ -42,6 +44,7 @@ from murmur_conversations.importers.records import (
     Parsed,
     Parser,
     Problem,
+    Rated,
     SourceLine,
     StatusChange,
     Title,
@@ -213,6 +216,8 @@ class _Writer:
         elif isinstance(item, Notice):
             self.outcome.usable += 1
             self.notice(item)
+        elif isinstance(item, Rated):
+            self.rated(item)
         elif isinstance(item, Delta):
             self.delta(item)
 
@@ -575,6 +580,47 @@ class _Writer:
             )
         except ConversationsError as error:
             self.problem(Problem(item.line, f"notice not saved: {error}"))
+
+    def rated(self, item: Rated) -> None:
+        """Feedback of an export, through ``services.set_feedback`` on the ``part``-th display
+        row of its record message, for the owner (``user`` null) or the user of that username."""
+        self.flush()
+        self.outcome.usable += 1
+        if self.dry_run:
+            return
+        conversation = self.ensure()
+        if item.user is None:
+            user = self.owner
+        else:
+            model = get_user_model()
+            user = model._default_manager.filter(**{model.USERNAME_FIELD: item.user}).first()
+        if user is None:
+            self.problem(Problem(item.line, f"feedback by {item.user!r}: no such user"))
+            return
+        row = (
+            DisplayMessage.objects.filter(
+                conversation=conversation, message__message_id=item.message_id
+            )
+            .order_by("seq")[item.part : item.part + 1]
+            .first()
+        )
+        if row is None:
+            self.problem(
+                Problem(item.line, f"feedback on {item.message_id!r} part {item.part}: no such row")
+            )
+            return
+        try:
+            _retry(
+                lambda: services.set_feedback(
+                    conversation=conversation,
+                    display_message=row,
+                    user=user,
+                    rating=item.rating,
+                    comment=item.comment,
+                )
+            )
+        except ConversationsError as error:
+            self.problem(Problem(item.line, f"feedback not saved: {error}"))
 
     def delta(self, item: Delta) -> None:
         if not self.live or self.dry_run:

@@ -5,7 +5,8 @@ Each line is one message as it entered the model context and is stored as it is;
 kept as a source record under the message id, so ``export_conversation`` gives it back byte for
 byte. The conversation key is ``<record>/<context-id>`` from a ``.../<record>/<context-id>/
 conversation.jsonl`` path, else ``--conversation-id``, else the first message's id. A JSON object
-without a string ``role`` is not a message: it is kept as an unknown record.
+without a string ``role`` is not a message: it is kept as an unknown record, except the feedback
+lines of an export (``"type": "murmur.feedback"``), which are read back as feedback.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from murmur_conversations.importers.records import (
     ParseContext,
     Parsed,
     Problem,
+    Rated,
     SourceLine,
+    excerpt,
     known,
     parse_line,
     parse_time,
@@ -31,6 +34,35 @@ from murmur_conversations.importers.records import (
 
 NAME = "murmur"
 FILE_NAME = "conversation.jsonl"
+#: The ``type`` of an export's feedback lines (``exporters.FEEDBACK_RECORD``; this module stays free
+#: of Django, so it names the value itself).
+FEEDBACK_TYPE = "murmur.feedback"
+FEEDBACK_KEYS = frozenset({"type", "message_id", "part", "rating", "comment", "user"})
+
+
+def read_feedback(value: dict[str, Any], line: SourceLine) -> Rated | Problem:
+    """A feedback line as a ``Rated`` item, or the ``Problem`` that refuses it."""
+    message_id, part = value.get("message_id"), value.get("part")
+    rating, comment, user = value.get("rating"), value.get("comment", ""), value.get("user")
+    if (
+        set(value) - FEEDBACK_KEYS
+        or not isinstance(message_id, str)
+        or not message_id
+        or isinstance(part, bool)
+        or not isinstance(part, int)
+        or part < 0
+        or isinstance(rating, bool)
+        or rating not in (1, -1)
+        or not isinstance(comment, str)
+        or not (user is None or (isinstance(user, str) and user))
+    ):
+        return Problem(
+            line.number,
+            "a feedback line needs message_id (string), part (integer >= 0), rating (1 or -1), "
+            "comment (string) and user (null or a username), and nothing else",
+            excerpt(line.text),
+        )
+    return Rated(message_id, part, rating, comment, user, line.number)
 
 
 def path_key(parts: tuple[str, ...]) -> str | None:
@@ -84,6 +116,12 @@ class MurmurParser:
         index, self.index = self.index, self.index + 1
         begin: list[Item] = [] if self.begun else [Begin(key)]
         self.begun = True
+        if value.get("type") == FEEDBACK_TYPE and not isinstance(value.get("role"), str):
+            rated = read_feedback(value, line)
+            if isinstance(rated, Problem):
+                return [*begin, rated]
+            kept = Kept(unknown_key(line.text), line.number, line.text, FEEDBACK_TYPE)
+            return [*begin, kept, rated]
         if not isinstance(value.get("role"), str):
             kind = value.get("type")
             record_type = kind[:64] if isinstance(kind, str) else "unknown"

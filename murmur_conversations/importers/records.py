@@ -5,8 +5,9 @@ a stream of items: ``Begin`` (the conversation that the following items belong t
 of another), ``Link`` (a child's launching call, learned later), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
 ``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
-error), ``Title`` (a title the log gives, with its rank), ``Delta`` (streamed text, live only) and
-``Problem`` (a refused line, with its number and an excerpt).
+error), ``Title`` (a title the log gives, with its rank), ``Rated`` (feedback on a display row),
+``Delta`` (streamed text, live only) and ``Problem`` (a refused line, with its number and an
+excerpt).
 
 Items carry ``at``, the time of the line they come from (docs/formats.md "Times"), or None when the
 line has none; the writer then uses the nearest earlier time.
@@ -150,6 +151,21 @@ class Title:
 
 
 @dataclass(frozen=True)
+class Rated:
+    """Feedback on one display row (``services.set_feedback``): the ``part``-th (0-based, by seq)
+    display row of the record message ``message_id``; ``user`` is a username, or None for the
+    conversation's owner (the import's ``--owner``). Setting the same feedback again changes
+    nothing, so re-imports add nothing."""
+
+    message_id: str
+    part: int
+    rating: int
+    comment: str
+    user: str | None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class Delta:
     """Streamed text (``services.broadcast_delta``): ephemeral, sent only by ``--follow``."""
 
@@ -166,7 +182,19 @@ class Problem:
     excerpt: str = ""
 
 
-Item = Begin | Link | Parsed | Kept | ToolUpdate | StatusChange | Notice | Title | Delta | Problem
+Item = (
+    Begin
+    | Link
+    | Parsed
+    | Kept
+    | ToolUpdate
+    | StatusChange
+    | Notice
+    | Title
+    | Rated
+    | Delta
+    | Problem
+)
 
 
 @dataclass(frozen=True)

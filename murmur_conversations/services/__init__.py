@@ -3,11 +3,14 @@
 Every service takes keyword-only arguments and accepts a ``Conversation`` or its id where it takes
 a conversation. The services that change one conversation (``start_conversation``,
 ``save_message``, ``save_messages``, ``save_synthetic_message``, ``update_tool_status``,
-``resolve_tool_result``, ``update_conversation``, ``set_status``, ``cancel_run``,
-``delete_conversation``) are atomic, lock the conversation row while they assign numbers, take
+``resolve_tool_result``, ``update_conversation``, ``set_status``, ``cancel_run``, ``set_feedback``,
+``clear_feedback``, ``delete_conversation``) are atomic, lock the conversation row while they assign numbers, take
 exactly one new ``event_seq`` when they change the conversation, and send their signals only after
 commit; nothing is written when they raise. ``save_source_records`` is atomic and locks too, but
-takes no event_seq and sends no signal. Three are not one transaction:
+takes no event_seq and sends no signal; so do ``create_share`` and ``revoke_share`` (a share link
+changes nothing people see in the conversation; ``revoke_share`` sends ``share_revoked``).
+``fork_conversation`` creates a new conversation in one transaction under the original's lock and
+writes nothing of the original. Three are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
 - ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
@@ -21,8 +24,9 @@ messages), the murmur conversation record (append-only, de-duplicated by id) and
 session store (owner rule, pending ask).
 
 Import the services from here. The modules of this package (the verbs in ``conversations``,
-``appending``, ``tools``, ``runs``, ``deletion``; the machinery in ``writing``, ``lifecycle``,
-``fastpath``) are private to it and may change in any release.
+``appending``, ``tools``, ``runs``, ``deletion``, ``sharing``, ``forking``, ``feedback``; the
+machinery in ``writing``, ``lifecycle``, ``fastpath``, ``organising``, ``copying``) are private to
+it and may change in any release.
 """
 
 from __future__ import annotations
@@ -43,11 +47,18 @@ from murmur_conversations.services.conversations import (
     update_conversation,
 )
 from murmur_conversations.services.deletion import delete_conversation, purge_conversations
+from murmur_conversations.services.feedback import (
+    MAX_COMMENT_CHARS,
+    clear_feedback,
+    set_feedback,
+)
+from murmur_conversations.services.forking import fork_conversation
 from murmur_conversations.services.importing import (
     forget_imported_source,
     remember_imported_source,
 )
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
+from murmur_conversations.services.organising import MAX_TAG_CHARS, MAX_TAGS
 from murmur_conversations.services.retention import (
     MAX_HOLD_REASON,
     log_access,
@@ -61,18 +72,30 @@ from murmur_conversations.services.runs import (
     cancel_run,
     recover_interrupted,
 )
+from murmur_conversations.services.sharing import (
+    MAX_SHARE_SECONDS,
+    create_share,
+    revoke_share,
+)
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
 
 __all__ = [
     "ALLOWED_MOVES",
     "MAX_ANSWER_CHARS",
+    "MAX_COMMENT_CHARS",
     "MAX_HOLD_REASON",
+    "MAX_SHARE_SECONDS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
     "UNSET",
     "aanswer_pending_ask",
     "abroadcast_delta",
     "acancel_run",
+    "aclear_feedback",
+    "acreate_share",
     "adelete_conversation",
     "aforget_imported_source",
+    "afork_conversation",
     "alog_access",
     "alog_accesses",
     "answer_pending_ask",
@@ -82,18 +105,23 @@ __all__ = [
     "arelease_hold",
     "aremember_imported_source",
     "aresolve_tool_result",
+    "arevoke_share",
     "asave_message",
     "asave_messages",
     "asave_source_records",
     "asave_synthetic_message",
+    "aset_feedback",
     "aset_status",
     "astart_conversation",
     "aupdate_conversation",
     "aupdate_tool_status",
     "broadcast_delta",
     "cancel_run",
+    "clear_feedback",
+    "create_share",
     "delete_conversation",
     "forget_imported_source",
+    "fork_conversation",
     "log_access",
     "log_accesses",
     "place_hold",
@@ -102,10 +130,12 @@ __all__ = [
     "release_hold",
     "remember_imported_source",
     "resolve_tool_result",
+    "revoke_share",
     "save_message",
     "save_messages",
     "save_source_records",
     "save_synthetic_message",
+    "set_feedback",
     "set_status",
     "start_conversation",
     "update_conversation",
@@ -127,6 +157,11 @@ adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
 arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)
+acreate_share = sync_to_async(create_share)
+arevoke_share = sync_to_async(revoke_share)
+afork_conversation = sync_to_async(fork_conversation)
+aset_feedback = sync_to_async(set_feedback)
+aclear_feedback = sync_to_async(clear_feedback)
 aremember_imported_source = sync_to_async(remember_imported_source)
 aforget_imported_source = sync_to_async(forget_imported_source)
 aplace_hold = sync_to_async(place_hold)

@@ -1,4 +1,5 @@
-"""Conversations: start (write-once owner), update title and metadata, status and pending ask, streamed text."""
+"""Conversations: start (write-once owner), update title, metadata and organising fields, status and
+pending ask, streamed text."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from murmur_conversations.models import (
     ConversationStatus,
 )
 from murmur_conversations.redaction import fit, redact
+from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
     ConversationRef,
     Write,
@@ -60,6 +62,22 @@ def _redacted_title(title: str) -> tuple[str, dict[str, int]]:
     made it longer (``redaction.fit``)."""
     redacted, found = redact(title)
     return fit(redacted, 255), found
+
+
+def _redacted_tags(tags: Any) -> tuple[list[str], dict[str, int]]:
+    """The tags as stored (``validation.clean_tags``), each with its secrets replaced first, while
+    its text is still as given (detectors know the case of what they find), and what was found."""
+    found: dict[str, int] = {}
+    if isinstance(tags, list | tuple):
+        given: list[Any] = []
+        for tag in tags:
+            if isinstance(tag, str):
+                tag, counts = redact(clean_text(tag))
+                for detector, count in counts.items():
+                    found[detector] = found.get(detector, 0) + count
+            given.append(tag)
+        tags = given
+    return clean_tags(tags), found
 
 
 def _claim(conversation: Conversation, owner_id: Any) -> Conversation:
@@ -336,12 +354,20 @@ def update_conversation(
     conversation: ConversationRef,
     title: Any = UNSET,
     metadata: Any = UNSET,
+    pinned: Any = UNSET,
+    archived: Any = UNSET,
+    tags: Any = UNSET,
     at: datetime | None = None,
 ) -> Conversation:
-    """Replace ``title`` (a string of at most 255 characters) and/or ``metadata`` (a JSON object of
-    at most ``MAX_METADATA_BYTES``); ``InvalidContent`` otherwise. A change takes one event_seq, sets
-    ``saved_at`` (to ``at`` when given, docs/write-path.md "Times"; never backwards) and sends
-    ``conversation_updated``; no change, no event."""
+    """Replace ``title`` (a string of at most 255 characters), ``metadata`` (a JSON object of at
+    most ``MAX_METADATA_BYTES``), ``pinned`` and ``archived`` (booleans) and/or ``tags`` (a list of
+    at most ``MAX_TAGS`` strings, each trimmed, lower-cased, 1 to ``MAX_TAG_CHARS`` characters;
+    duplicates dropped, order kept); ``InvalidContent`` otherwise, before anything is written.
+    Title, metadata and tags are redacted like all stored text. Fields left ``UNSET`` keep their
+    value. A change takes one event_seq, sets ``saved_at`` (to ``at`` when given,
+    docs/write-path.md "Times"; never backwards) and sends ``conversation_updated`` (then
+    ``conversation_saved``, whose summary carries the new values); no change, no event
+    (docs/write-path.md, docs/api.md "Organising")."""
     found: dict[str, dict[str, int]] = {}
     if title is not UNSET:
         title, found["title"] = _redacted_title(check_short_string(title, what="title"))
@@ -349,14 +375,29 @@ def update_conversation(
         metadata, found["metadata"] = redact(
             check_object(metadata, what="metadata", limit=app_settings.max_metadata_bytes)
         )
+    if pinned is not UNSET:
+        pinned = clean_flag(pinned, what="pinned")
+    if archived is not UNSET:
+        archived = clean_flag(archived, what="archived")
+    if tags is not UNSET:
+        tags, found["tags"] = _redacted_tags(tags)
     at = check_time(at, what="at")
     with writing(conversation, at) as write:
         locked = write.conversation
-        for name, value in (("title", title), ("metadata", metadata)):
+        old_tags = list(locked.tags or [])
+        for name, value in (
+            ("title", title),
+            ("metadata", metadata),
+            ("pinned", pinned),
+            ("archived", archived),
+            ("tags", tags),
+        ):
             if value is not UNSET and getattr(locked, name) != value:
                 setattr(locked, name, value)
                 write.extra_fields.add(name)
-                write.redactions.update(found[name])
+                write.redactions.update(found.get(name, {}))
+        if "tags" in write.extra_fields:
+            save_tag_rows(write, old_tags, list(locked.tags))
         if write.extra_fields:
             write.take_event()
             write.conversation_updated = True

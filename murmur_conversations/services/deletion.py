@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.db import connections, router, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from murmur_conversations import signals
@@ -18,10 +18,14 @@ from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
     AccessLogEntry,
     Conversation,
+    ConversationTag,
     DisplayMessage,
+    Feedback,
     Message,
     MessageUsage,
     RedactionCount,
+    Share,
+    ShareRow,
     SourceRecord,
     ToolCall,
 )
@@ -44,14 +48,18 @@ PURGE_BATCH: Final = 50
 _CONVERSATIONS_PER_BATCH: Final = 200
 #: Leaf tables first (display rows point at messages and calls). Tables of the app not listed
 #: here are removed by the cascade of the final conversation delete.
-_ROW_MODELS: Final = (
-    DisplayMessage,
-    ToolCall,
-    MessageUsage,
-    Message,
-    SourceRecord,
-    RedactionCount,
-    AccessLogEntry,
+_ROW_MODELS: Final[tuple[tuple[type[Model], str], ...]] = (
+    (Feedback, "conversation_id__in"),
+    (ShareRow, "share__conversation_id__in"),
+    (Share, "conversation_id__in"),
+    (ConversationTag, "conversation_id__in"),
+    (DisplayMessage, "conversation_id__in"),
+    (ToolCall, "conversation_id__in"),
+    (MessageUsage, "conversation_id__in"),
+    (Message, "conversation_id__in"),
+    (SourceRecord, "conversation_id__in"),
+    (RedactionCount, "conversation_id__in"),
+    (AccessLogEntry, "conversation_id__in"),
 )
 
 Owned = tuple[uuid.UUID, Any]
@@ -85,11 +93,11 @@ def _delete_rows(pks: list[uuid.UUID], using: str) -> None:
     first."""
     for start in range(0, len(pks), _CONVERSATIONS_PER_BATCH):
         chunk = pks[start : start + _CONVERSATIONS_PER_BATCH]
-        for model in _ROW_MODELS:
+        for model, lookup in _ROW_MODELS:
             manager = model._default_manager.using(using)
             while True:
-                ids = list(
-                    manager.filter(conversation_id__in=chunk)
+                ids: list[Any] = list(
+                    manager.filter(**{lookup: chunk})
                     .order_by()
                     .values_list("pk", flat=True)[:_DELETE_BATCH]
                 )

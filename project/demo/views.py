@@ -55,6 +55,19 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def shared(request: HttpRequest, token: str) -> HttpResponse:
+    """The read-only page of a share link (``SHARE_URL`` of the demo settings): a shell that
+    ``demo/shared.js`` fills from ``GET /api/shared/<token>/``, which alone decides what the token
+    opens. No login needed (a ``require_login`` link asks for one); the token is in the address,
+    so the page is neither cached nor named in the ``Referer`` of anything it loads."""
+    response = render(request, "demo/shared.html")
+    response["Cache-Control"] = "no-store"
+    response["Referrer-Policy"] = "no-referrer"
+    response["X-Robots-Tag"] = "noindex, nofollow"
+    return response
+
+
+@require_GET
 def favicon(request: HttpRequest) -> HttpResponse:
     """``/favicon.ico``: where browsers look on pages without an icon link (the admin's); a
     redirect to the demo's icon, so they do not log a 404 on every page."""

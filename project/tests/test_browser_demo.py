@@ -869,3 +869,115 @@ def test_admin_works_under_the_content_security_policy(
     page.locator("#id_permissions_add").click()
     expect(page.locator("#id_permissions_to option")).to_have_count(1)
     context.problems.assert_none()
+
+
+def test_rate_fork_organise_and_share(
+    server: str, browser: Browser, context: WatchedContext, demo_user: User
+) -> None:
+    """Thumbs on assistant cards (a second tab follows), fork from a card, pin, tag and archive in
+    the sidebar, and a share link read by an anonymous browser: a snapshot that does not move,
+    then revoked (docs/demo.md)."""
+    from playwright.sync_api import expect
+
+    from murmur_conversations.models import Feedback
+
+    nightly = Conversation.objects.get(owner=demo_user, external_id="demo-nightly")
+    bisect = Conversation.objects.get(owner=demo_user, external_id="demo-bisect")
+    page = context.new_page()
+    log_in(page, server)
+    open_conversation(page, "Why is the nightly slow?")
+    other = context.new_page()
+    other.goto(f"{server}/#{nightly.pk}")
+    expect(other.locator("#conversation-title")).to_have_text("Why is the nightly slow?")
+
+    # Thumbs up on the last assistant text: pressed here and, through the socket, in the other tab.
+    answer = page.locator("#cards li.card.assistant.text").last
+    answer.get_by_role("button", name="Good answer").click()
+    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    row_id = answer.get_attribute("data-id") or ""
+    mirrored = other.locator(f'#cards li.card[data-id="{row_id}"]')
+    expect(mirrored.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    assert Feedback.objects.get(display_message_id=int(row_id), user=demo_user).rating == 1
+    answer.get_by_role("button", name="Good answer").click()  # again: taken back
+    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "false"
+    )
+    expect(mirrored.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "false"
+    )
+    assert not Feedback.objects.exists()
+
+    # Fork from the second card: a new conversation opens with the rows up to it.
+    second = page.locator("#cards li.card").nth(1)
+    at_seq = int(second.get_attribute("data-seq") or 0)
+    second.get_by_role("button", name="Fork from here").click()
+    expect(page.locator("#notice")).to_contain_text("Forked")
+    fork = Conversation.objects.get(forked_from=nightly)
+    expect(page).to_have_url(re.compile(f"#{fork.pk}$"))
+    expect(page.locator("#cards li.card")).to_have_count(fork.last_seq)
+    assert fork.forked_at_seq == at_seq
+    assert shown_ids(page) == stored_ids(fork)
+    expect(other.locator("#conversations .conversation")).to_have_count(3)
+
+    # Pin bisect: it leads both sidebars. Tag it and filter by a tag; archive the fork.
+    page.get_by_role("button", name="Pin “git bisect run”").click()
+    for tab in (page, other):
+        expect(tab.locator("#conversations .conversation .title").first).to_have_text(
+            "git bisect run"
+        )
+    expect(page.locator("#conversations .conversation").first).to_contain_text("Pinned")
+    page.get_by_role("button", name="Edit tags of “git bisect run”").click()
+    page.get_by_label("Tags, separated by commas").fill("Work, ci")
+    page.get_by_label("Tags, separated by commas").press("Enter")
+    expect(page.locator("#conversations .tag-list").first).to_have_text("#work#ci")
+    page.get_by_role("button", name="Show conversations tagged work").click()
+    expect(page.locator("#conversations .conversation .title")).to_have_text(["git bisect run"])
+    page.locator("#tag-filter").get_by_role("button", name="Show all").click()
+    expect(page.locator("#conversations .conversation")).to_have_count(3)
+    page.get_by_role("button", name="Archive “Why is the nightly slow?”").first.click()
+    expect(page.locator("#conversations .conversation")).to_have_count(2)
+    page.get_by_role("button", name="Show archived").click()
+    expect(page.locator("#conversations .conversation .title")).to_have_count(1)
+    page.get_by_role("button", name="Show the list").click()
+    expect(page.locator("#conversations .conversation")).to_have_count(2)
+    bisect.refresh_from_db()
+    assert (bisect.pinned, bisect.tags) == (True, ["work", "ci"])
+    assert Conversation.objects.filter(owner=demo_user, archived=True).count() == 1
+
+    # Share the bisect conversation as a snapshot; an anonymous browser reads it.
+    open_conversation(page, "git bisect run")
+    page.get_by_role("button", name="Share").click()
+    dialog = page.locator("#share-dialog")
+    dialog.get_by_role("button", name="Create link").click()
+    link = dialog.get_by_label("Share link")
+    expect(link).to_have_value(re.compile(r"/shared/msh_"))
+    url = link.input_value()
+    expect(dialog.locator(".share-links li")).to_have_count(1)
+    stranger = WatchedContext(browser.new_context(viewport={"width": 390, "height": 844}))
+    reader = stranger.new_page()
+    reader.goto(url)
+    expect(reader.locator("#shared-title")).to_have_text("git bisect run")
+    shared_cards = reader.locator("#shared-cards li.card")
+    expect(shared_cards).to_have_count(len(stored_ids(bisect)))
+    assert "demo" not in reader.locator("body").inner_text()
+    services.save_message(conversation=bisect, message={"role": "user", "content": "Later on"})
+    reader.reload()
+    expect(shared_cards).to_have_count(len(stored_ids(bisect)) - 1)  # a snapshot does not move
+    expect(reader.locator("#shared-cards")).not_to_contain_text("Later on")
+
+    # Revoke: the link opens nothing at once.
+    dialog.get_by_role("button", name="Revoke the snapshot link").click()
+    expect(page.locator("#notice")).to_contain_text("Link revoked")
+    reader.reload()
+    expect(reader.locator("#shared-problem")).to_contain_text("revoked or has expired")
+    expect(shared_cards).to_have_count(0)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "demo-share.png"), animations="disabled")
+    dialog.get_by_role("button", name="Close").click()
+    stranger.problems.assert_none("status of 404", "HTTP 404 ")
+    stranger.context.close()
+    context.problems.assert_none()

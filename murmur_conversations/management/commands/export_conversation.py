@@ -1,5 +1,6 @@
-"""``manage.py export_conversation ID [--format murmur|openai]``: write a conversation's record to
-stdout (``exporters``; docs/formats.md). Exit 0, or 2 for an unknown or malformed id."""
+"""``manage.py export_conversation ID [--format murmur|openai] [--no-feedback]``: write a
+conversation's record to stdout (``exporters``; docs/formats.md), murmur with its feedback lines
+unless ``--no-feedback``. Exit 0, or 2 for an unknown or malformed id."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from murmur_conversations.exporters import EXPORTERS
+from murmur_conversations.exporters import EXPORTERS, export_murmur
 from murmur_conversations.models import Conversation
 from murmur_conversations.selectors import parse_conversation_id
 
@@ -20,6 +21,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("conversation", metavar="ID", help="the conversation id (a UUID)")
         parser.add_argument("--format", default="murmur", help="murmur (default) or openai")
+        parser.add_argument(
+            "--no-feedback",
+            action="store_true",
+            help="murmur: leave out the feedback lines that follow the record",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         exporter = EXPORTERS.get(options["format"])
@@ -35,5 +41,10 @@ class Command(BaseCommand):
                 f"no conversation {options['conversation']!r} (ids are lowercase UUIDs)",
                 returncode=2,
             )
-        for text in exporter(conversation):
+        lines = (
+            export_murmur(conversation, feedback=not options["no_feedback"])
+            if exporter is export_murmur
+            else exporter(conversation)
+        )
+        for text in lines:
             self.stdout.write(text, ending="")

@@ -1,7 +1,8 @@
 /* The demo page: a conversation sidebar and a live transcript, read and written only through the
  * public API (docs/demo.md).
  *
- * REST (/api/conversations/...) loads pages, renames, deletes and answers the pending ask;
+ * REST (/api/conversations/...) loads pages, renames, pins, archives, tags, deletes, answers the
+ * pending ask, rates assistant cards, forks from a card and makes and revokes share links;
  * /api/search/ finds messages; ws/conversations/ keeps the sidebar live (tokens and cost
  * included) and ws/conversations/<id>/?since=N the open transcript.
  * Rows are upserted by id (the newer event_seq wins) and shown in seq order. All model text goes in
@@ -23,6 +24,9 @@
     generation: 0, // bumped by every full reload; a page of an older generation is dropped
     changes: null, // socket frames that arrived during a full reload, applied after it
     editing: null, // the id whose title is being edited
+    tagging: null, // the id whose tags are being edited
+    archived: false, // the sidebar shows archived conversations (only) when true
+    tag: null, // the sidebar shows only conversations with this tag
     socket: null,
     timer: null,
     retry: backoff(),
@@ -123,6 +127,12 @@
     if (match) return `${match[1]}.${(match[2] || "").padEnd(6, "0")}`;
     const ms = Date.parse(iso);
     return Number.isNaN(ms) ? "" : new Date(ms).toISOString().slice(0, -1).padEnd(26, "0");
+  }
+
+  /** The list's order (GET /api/conversations/): pinned first, then newest first. */
+  function listOrder(a, b) {
+    if (Boolean(a.pinned) !== Boolean(b.pinned)) return a.pinned ? -1 : 1;
+    return newestFirst(a, b);
   }
 
   /** The API's order of conversations: saved_at descending, then id descending. */
@@ -271,11 +281,25 @@
 
   // ------------------------------------------------------------------ sidebar
 
-  /** Keep the newer of two states of one summary (a page and a frame may cross). */
+  /** Keep the newer of two states of one summary (a page and a frame may cross); a state that
+   * does not belong in the list as filtered (archived, tag) takes the conversation out of it. */
   function putSummary(items, summary) {
     const known = items.get(summary.id);
     if (known && timeKey(known.saved_at) > timeKey(summary.saved_at)) return;
-    items.set(summary.id, summary);
+    if (belongs(summary)) items.set(summary.id, summary);
+    else items.delete(summary.id);
+  }
+
+  function belongs(summary) {
+    if (Boolean(summary.archived) !== list.archived) return false;
+    return !list.tag || (summary.tags || []).includes(list.tag);
+  }
+
+  /** The list's filter parameters (after "?limit=..."). */
+  function listQuery() {
+    let query = list.archived ? "&archived=1" : "";
+    if (list.tag) query += `&tag=${encodeURIComponent(list.tag)}`;
+    return query;
   }
 
   function listItem(item) {
@@ -286,6 +310,7 @@
     });
     if (view && view.id === item.id) open.setAttribute("aria-current", "true");
     const meta = el("span", "meta");
+    if (item.pinned) meta.append(el("span", "pin-mark", "Pinned"));
     meta.append(
       el("span", `badge status-${item.status}`, item.status),
       el("span", null, `${item.message_count} messages`),
@@ -294,12 +319,61 @@
     );
     open.append(el("span", "title", titleOf(item)), meta);
     const actions = el("span", "actions");
-    const rename = button("small", "Rename", () => startRename(item.id));
-    rename.setAttribute("aria-label", `Rename “${titleOf(item)}”`);
-    const remove = button("small danger-text", "Delete", () => confirmDelete(item.id));
-    remove.setAttribute("aria-label", `Delete “${titleOf(item)}”`);
-    actions.append(rename, remove);
-    li.append(open, actions);
+    const named = (node, verb) => {
+      node.setAttribute("aria-label", `${verb} “${titleOf(item)}”`);
+      return node;
+    };
+    actions.append(
+      named(button("small", item.pinned ? "Unpin" : "Pin", () => organise(item.id, { pinned: !item.pinned })), item.pinned ? "Unpin" : "Pin"),
+      named(button("small", item.archived ? "Unarchive" : "Archive", () => organise(item.id, { archived: !item.archived })), item.archived ? "Unarchive" : "Archive"),
+      named(button("small", "Tags", () => startTagging(item.id)), "Edit tags of"),
+      named(button("small", "Rename", () => startRename(item.id)), "Rename"),
+      named(button("small danger-text", "Delete", () => confirmDelete(item.id)), "Delete"),
+    );
+    li.append(open);
+    if ((item.tags || []).length) {
+      const tags = el("span", "tag-list");
+      for (const tag of item.tags) {
+        const chip = button("tag", `#${tag}`, () => filterByTag(tag));
+        chip.setAttribute("aria-label", `Show conversations tagged ${tag}`);
+        tags.append(chip);
+      }
+      li.append(tags);
+    }
+    li.append(actions);
+    return li;
+  }
+
+  /** The tag editor of one sidebar item: a comma-separated field; Enter saves, Escape cancels. */
+  function tagItem(item) {
+    const li = el("li", "conversation-item tagging");
+    li.dataset.id = item.id;
+    const form = el("form", "rename");
+    const input = el("input");
+    input.name = "tags";
+    input.value = (item.tags || []).join(", ");
+    input.autocomplete = "off";
+    input.setAttribute("aria-label", "Tags, separated by commas");
+    const save = el("button", "primary small", "Save tags");
+    save.type = "submit";
+    const cancel = button("secondary small", "Cancel", () => stopTagging(item.id));
+    const error = el("p", "form-error");
+    error.setAttribute("role", "alert");
+    error.hidden = true;
+    form.append(input, save, cancel, error);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const tags = input.value.split(",").map((tag) => tag.trim()).filter(Boolean);
+      organise(item.id, { tags }, error)
+        .then((saved) => {
+          if (saved) stopTagging(item.id);
+        })
+        .catch(console.error);
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") stopTagging(item.id);
+    });
+    li.append(form);
     return li;
   }
 
@@ -334,8 +408,9 @@
   function renderList() {
     const box = $("conversations");
     const shown = new Map([...box.children].map((li) => [li.dataset.id, li]));
-    const nodes = [...list.items.values()].sort(newestFirst).map((item) => {
+    const nodes = [...list.items.values()].sort(listOrder).map((item) => {
       const old = shown.get(item.id);
+      if (list.tagging === item.id) return old && old.classList.contains("tagging") ? old : tagItem(item);
       if (list.editing !== item.id) return listItem(item);
       // The form being edited stays the same node, so its text and focus survive live updates.
       return old && old.classList.contains("editing") ? old : renameItem(item);
@@ -362,7 +437,7 @@
       const generation = list.generation;
       try {
         const cursor = encodeURIComponent(list.cursor);
-        const page = await getJSON(`/api/conversations/?limit=${PAGE}&cursor=${cursor}`);
+        const page = await getJSON(`/api/conversations/?limit=${PAGE}${listQuery()}&cursor=${cursor}`);
         if (generation !== list.generation) return; // a reload replaced the list meanwhile
         for (const item of page.results) putSummary(list.items, item);
         list.cursor = page.next_cursor;
@@ -380,7 +455,7 @@
       let cursor = "";
       let next = null;
       do {
-        const page = await getJSON(`/api/conversations/?limit=${PAGE}${cursor}`);
+        const page = await getJSON(`/api/conversations/?limit=${PAGE}${listQuery()}${cursor}`);
         if (generation !== list.generation) return;
         for (const item of page.results) putSummary(items, item);
         next = page.next_cursor;
@@ -428,6 +503,48 @@
       drop: () => {},
       reconnect: connectList,
     });
+  }
+
+  // ------------------------------------------------------------------ pin, archive, tags
+
+  /** PATCH organising fields of a conversation (docs/api.md "Organising"); true once saved. */
+  async function organise(id, fields, error) {
+    try {
+      const detail = await api("PATCH", `/api/conversations/${id}/`, fields);
+      putSummary(list.items, detail);
+      renderList();
+      if (fields.archived !== undefined) notify(detail.archived ? `Archived “${titleOf(detail)}”.` : `“${titleOf(detail)}” is back in the list.`);
+      return true;
+    } catch (failure) {
+      const text = failure instanceof ApiError ? failure.message : "The change could not be saved (no connection?).";
+      if (error) {
+        error.textContent = text;
+        error.hidden = false;
+      } else {
+        notify(text);
+      }
+      return false;
+    }
+  }
+
+  function startTagging(id) {
+    list.tagging = id;
+    renderList();
+    const input = $("conversations").querySelector("li.tagging input");
+    if (input) input.focus();
+  }
+
+  function stopTagging(id) {
+    if (list.tagging !== id) return;
+    list.tagging = null;
+    renderList();
+  }
+
+  function filterByTag(tag) {
+    list.tag = tag;
+    $("tag-filter").hidden = !tag;
+    $("tag-filter").querySelector(".tag").textContent = tag ? `#${tag}` : "";
+    loadList(true).catch(console.error);
   }
 
   // ------------------------------------------------------------------ rename and delete
@@ -623,10 +740,158 @@
       li.dataset.history = seen.join(" ");
     }
     if (row.truncated) head.append(el("span", "muted", "(shortened; open the API for all)"));
-    head.append(showTime(el("time", "when"), row.created_at));
+    head.append(cardTools(row), showTime(el("time", "when"), row.created_at));
     li.append(head, ...body(row));
     if (row.content_type === "tool_call") li.append(...subagents(row));
     return li;
+  }
+
+  /** Fork from this card; thumbs on assistant cards (pressed: the reader's own feedback). */
+  function cardTools(row) {
+    const tools = el("span", "card-tools");
+    if (row.message_type === "assistant") {
+      const rating = row.feedback ? row.feedback.rating : 0;
+      for (const [value, glyph, label] of [[1, "+1", "Good answer"], [-1, "−1", "Bad answer"]]) {
+        const thumb = el("button", null, glyph);
+        thumb.type = "button";
+        thumb.dataset.action = "rate";
+        thumb.dataset.rating = String(value);
+        thumb.setAttribute("aria-label", label);
+        thumb.setAttribute("aria-pressed", String(rating === value));
+        tools.append(thumb);
+      }
+    }
+    const fork = el("button", null, "Fork");
+    fork.type = "button";
+    fork.dataset.action = "fork";
+    fork.setAttribute("aria-label", "Fork from here");
+    tools.append(fork);
+    return tools;
+  }
+
+  /** A card's tool was clicked (one listener for every card). */
+  function onCardTool(event) {
+    const tool = event.target.closest("button[data-action]");
+    const li = tool && tool.closest("li.card");
+    const current = view;
+    if (!li || !current) return;
+    const row = current.rows.get(li.dataset.id);
+    if (!row) return;
+    if (tool.dataset.action === "fork") forkAt(current, row).catch(console.error);
+    if (tool.dataset.action === "rate") rate(current, row, Number(tool.dataset.rating)).catch(console.error);
+  }
+
+  /** PUT (or, for the rating already given, DELETE) the reader's feedback on a row. */
+  async function rate(current, row, rating) {
+    const url = `${current.api}display-messages/${row.id}/feedback/`;
+    const same = row.feedback && row.feedback.rating === rating;
+    try {
+      const fresh = same ? await api("DELETE", url) : await api("PUT", url, { rating });
+      upsertAll(current, [fresh]);
+    } catch (failure) {
+      notify(failure instanceof ApiError ? failure.message : "The feedback could not be saved (no connection?).");
+    }
+  }
+
+  /** Fork the conversation at a card (POST fork/) and open the new conversation. */
+  async function forkAt(current, row) {
+    try {
+      const summary = await api("POST", `${current.api}fork/`, { at_seq: row.seq });
+      putSummary(list.items, summary);
+      renderList();
+      window.location.hash = summary.id;
+      notify(`Forked “${titleOf(summary)}” at message ${row.seq}.`);
+    } catch (failure) {
+      notify(failure instanceof ApiError ? failure.message : "The conversation could not be forked (no connection?).");
+    }
+  }
+
+  // ------------------------------------------------------------------ share links
+
+  function openShareDialog() {
+    if (!view) return;
+    const dialog = $("share-dialog");
+    dialog.dataset.id = view.id;
+    dialog.querySelector(".share-result").hidden = true;
+    dialog.querySelector(".share-new .form-error").hidden = true;
+    dialog.showModal();
+    loadShares(view.id).catch(console.error);
+  }
+
+  function describeShare(share) {
+    const parts = [share.mode === "live" ? "live" : "snapshot"];
+    if (share.require_login) parts.push("signed-in readers only");
+    if (share.revoked_at) parts.push("revoked");
+    else if (!share.active) parts.push("expired");
+    else if (share.expires_at) parts.push(`until ${OTHER_DAY.format(new Date(share.expires_at))}`);
+    return parts.join(" · ");
+  }
+
+  async function loadShares(id) {
+    const box = $("share-dialog").querySelector(".share-links");
+    const page = await getJSON(`/api/conversations/${id}/shares/?limit=100`);
+    if ($("share-dialog").dataset.id !== id) return;
+    box.replaceChildren(
+      ...page.results.map((share) => {
+        const li = el("li");
+        li.dataset.id = share.id;
+        li.append(el("span", share.active ? null : "muted", describeShare(share)));
+        li.append(showTime(el("time", "muted"), share.created_at));
+        if (!share.revoked_at) {
+          const revoke = button("small danger-text secondary", "Revoke", () => revokeShare(id, share.id).catch(console.error));
+          revoke.setAttribute("aria-label", `Revoke the ${share.mode} link`);
+          li.append(revoke);
+        }
+        return li;
+      }),
+    );
+    if (!page.results.length) box.append(el("li", "muted", "No links yet."));
+  }
+
+  async function createShare(event) {
+    event.preventDefault();
+    const dialog = $("share-dialog");
+    const form = event.currentTarget;
+    const id = dialog.dataset.id;
+    const error = form.querySelector(".form-error");
+    error.hidden = true;
+    const expires = form.elements.expires_in.value;
+    try {
+      const share = await api("POST", `/api/conversations/${id}/shares/`, {
+        mode: form.elements.mode.value,
+        expires_in: expires ? Number(expires) : null,
+        require_login: form.elements.require_login.checked,
+      });
+      const result = dialog.querySelector(".share-result");
+      result.querySelector("input").value = share.url;
+      result.hidden = false;
+      result.querySelector("input").select();
+      await loadShares(id);
+    } catch (failure) {
+      error.textContent = failure instanceof ApiError ? failure.message : "The link could not be made (no connection?).";
+      error.hidden = false;
+    }
+  }
+
+  async function copyShare() {
+    const input = $("share-dialog").querySelector(".share-result input");
+    input.select();
+    try {
+      await navigator.clipboard.writeText(input.value);
+      notify("Link copied.");
+    } catch (failure) {
+      notify("Select the link and copy it (the browser did not allow copying).");
+    }
+  }
+
+  async function revokeShare(id, shareId) {
+    try {
+      await api("DELETE", `/api/conversations/${id}/shares/${shareId}/`);
+      notify("Link revoked: it no longer opens anything.");
+    } catch (failure) {
+      notify(failure instanceof ApiError ? failure.message : "The link could not be revoked (no connection?).");
+    }
+    await loadShares(id);
   }
 
   // ------------------------------------------------------------------ subagents
@@ -788,6 +1053,7 @@
 
   function showHead(current, summary) {
     if (view !== current || !summary) return;
+    $("share-open").hidden = false;
     $("conversation-title").textContent = titleOf(summary);
     showUsage($("conversation-usage"), summary.usage);
     showTime($("conversation-started"), summary.created_at);
@@ -1085,6 +1351,7 @@
     }
     $("conversation-title").textContent = "Pick a conversation";
     showUsage($("conversation-usage"), null);
+    $("share-open").hidden = true;
     showTime($("conversation-started"), null);
     $("cards").replaceChildren();
     $("streams").replaceChildren();
@@ -1374,6 +1641,21 @@
     if (box.scrollHeight - box.scrollTop - box.clientHeight < 80) loadList(false).catch(console.error);
   });
   window.addEventListener("hashchange", route);
+  $("cards").addEventListener("click", onCardTool);
+  $("share-open").addEventListener("click", openShareDialog);
+  $("share-dialog").querySelector(".share-new").addEventListener("submit", (event) => {
+    createShare(event).catch(console.error);
+  });
+  $("share-dialog").querySelector(".share-copy").addEventListener("click", () => {
+    copyShare().catch(console.error);
+  });
+  $("show-archived").addEventListener("click", () => {
+    list.archived = !list.archived;
+    $("show-archived").setAttribute("aria-pressed", String(list.archived));
+    $("show-archived").textContent = list.archived ? "Show the list" : "Show archived";
+    loadList(true).catch(console.error);
+  });
+  $("tag-filter").querySelector("button").addEventListener("click", () => filterByTag(null));
 
   connectList();
   loadList(true)
