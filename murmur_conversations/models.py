@@ -624,6 +624,8 @@ class MessageUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model or 'model'}: {self.input_tokens} in, {self.output_tokens} out"
+
+
 class ShareMode(models.TextChoices):
     """What a share link shows (docs/api.md "Share links")."""
 
