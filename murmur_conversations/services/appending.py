@@ -29,6 +29,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact
+from murmur_conversations.services import singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
@@ -438,6 +439,19 @@ def save_synthetic_message(
         )
     )
     at = check_time(at, what="at")
+    using = router.db_for_write(Conversation)
+    if not any(found.values()) and not any(found_in_metadata.values()) and singles.available(using):
+        saved = singles.save_synthetic_message(
+            conversation=conversation,
+            using=using,
+            message_type=message_type,
+            content_type=content_type,
+            content=content,
+            metadata={} if metadata is None else metadata,
+            now=at or timezone.now(),
+        )
+        if saved is not None:
+            return saved
     with writing(conversation, at) as write:
         write.redactions.update(found)
         write.redactions.update(found_in_metadata)
