@@ -36,7 +36,7 @@ json_values = st.none() | st.integers(-5, 5) | texts | st.lists(texts, max_size=
 operation = st.one_of(
     st.tuples(st.just("user"), texts),
     st.tuples(st.just("assistant"), texts),
-    st.tuples(st.just("call"), call_index, texts),
+    st.tuples(st.just("call"), call_index, texts, st.booleans()),
     st.tuples(st.just("result"), call_index, texts, st.sampled_from(["ok", "error", "interrupt"])),
     st.tuples(
         st.just("tool"),
@@ -60,13 +60,16 @@ def _message(op: tuple[Any, ...]) -> dict[str, Any]:
     if kind in ("user", "assistant"):
         return {"role": kind, "content": op[1]}
     if kind == "call":
-        return {
+        message: dict[str, Any] = {
             "role": "assistant",
             "content": [
                 {"type": "text", "text": op[2]},
                 {"type": "tool_call", "id": f"call_{op[1]}", "name": "bash", "input": {"x": op[2]}},
             ],
         }
+        if op[3]:  # with token usage
+            message |= {"model": "m", "usage": {"input_tokens": 3, "output_tokens": len(op[2])}}
+        return message
     return {
         "role": "tool",
         "tool_call_id": f"call_{op[1]}",
@@ -242,16 +245,84 @@ def test_single_statements_write_what_the_general_path_writes(
     assert_counters_match_rows(fast)
 
 
-@pytest.mark.parametrize("kind", ["tool", "status", "synthetic"])
+@pytest.mark.parametrize("kind", ["tool", "status", "synthetic", "call", "result", "late"])
 def test_each_kind_takes_one_statement(
     make_conversation: MakeConversation, kind: str, django_assert_num_queries: Any
 ) -> None:
     conversation = make_conversation()
-    services.save_message(conversation=conversation, message=_message(("call", 0, "x")))
+    services.save_message(conversation=conversation, message=_message(("call", 0, "x", False)))
+    services.save_message(conversation=conversation, message=_message(("call", 2, "x", False)))
+    services.save_message(conversation=conversation, message=_message(("result", 2, "x", "ok")))
     op: tuple[Any, ...] = {
         "tool": ("tool", 0, "executing", "ls", None, None),
         "status": ("status", "running", None),
         "synthetic": ("synthetic", "note"),
+        "call": ("call", 1, "x", True),
+        "result": ("result", 0, "done", "error"),
+        "late": ("result", 2, "again", "ok"),
     }[kind]
     with django_assert_num_queries(1):
         assert not isinstance(_apply(conversation, op), str)
+
+
+def _wait_until_blocked(probe: Any, table_hint: str) -> None:
+    """Poll (bounded, no sleeps) until another backend of this database waits for a lock."""
+    for _ in range(100_000):
+        waiting = probe.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE %s",
+            [f"%{table_hint}%"],
+        ).fetchone()[0]
+        if waiting:
+            return
+    raise AssertionError("the writer never waited for the lock")
+
+
+@pytest.mark.parametrize("kind", ["result", "tool"])
+def test_a_write_that_commits_first_is_not_overwritten(
+    make_conversation: MakeConversation, kind: str
+) -> None:
+    """The single statement reads the call before it holds the lock; another writer that moves
+    the call (under the lock) in between makes it step aside for the general path, which sees the
+    move: the result is stored as late, the status move refused."""
+    import threading
+
+    import psycopg
+    from django.db import connection
+
+    conversation = make_conversation()
+    services.save_message(conversation=conversation, message=_message(("call", 0, "x", False)))
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params) as other, psycopg.connect(**params, autocommit=True) as probe:
+        other.execute(  # another writer holds the lock and ends the call
+            "UPDATE murmur_conversations_conversation SET last_event_seq = last_event_seq + 1 "
+            "WHERE id = %s",
+            [conversation.pk],
+        )
+        other.execute(
+            "UPDATE murmur_conversations_toolcall SET status = 'failed' WHERE call_id = 'call_0'"
+        )
+        outcome: list[object] = []
+
+        def write() -> None:
+            try:
+                outcome.append(_apply(conversation, ("result", 0, "late", "ok")))
+                if kind == "tool":
+                    outcome.append(_apply(conversation, ("tool", 0, "completed", None, 1, None)))
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        _wait_until_blocked(probe, "murmur_conversations_conversation")
+        other.commit()
+        thread.join()
+    result_rows = outcome[0]
+    assert isinstance(result_rows, list)
+    assert result_rows[0][5] == {"late": True}  # metadata: the call had failed first
+    call = ToolCall.objects.get(conversation=conversation, call_id="call_0")
+    assert call.status == "failed"
+    if kind == "tool":
+        assert outcome[1] == "InvalidToolTransition"

@@ -29,7 +29,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact
-from murmur_conversations.services import singles
+from murmur_conversations.services import fasttools, singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
@@ -264,6 +264,18 @@ def save_messages(
     using = router.db_for_write(Conversation)
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
         appended = fastpath.try_append(
+            conversation_pk=conversation_pk(conversation),
+            using=using,
+            messages=normalized,
+            now=timezone.now(),
+            times=[stamps.get(id(m)) for m in normalized],
+        )
+        if appended is not None:
+            if isinstance(conversation, Conversation):
+                copy_state(conversation, appended[0])
+            return appended[1]
+    elif singles.available(using) and fasttools.eligible(normalized, bool(records)):
+        appended = fasttools.try_append(
             conversation_pk=conversation_pk(conversation),
             using=using,
             messages=normalized,

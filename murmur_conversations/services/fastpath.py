@@ -51,7 +51,7 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
     )
 
 
-def _usage_sql() -> tuple[str, str]:
+def usage_sql() -> tuple[str, str]:
     """The usage parts of the statement (docs/usage.md): the conversation's counters and its
     ``usage_by_model`` (merged as ``usage.add_by_model`` merges), and the usage rows' insert."""
     conv = Conversation._meta.db_table
@@ -91,7 +91,7 @@ def statement(with_usage: bool = False, check_ids: bool = True) -> str:
     msg = Message._meta.db_table
     disp = DisplayMessage._meta.db_table
     returning = ", ".join(f'"{name}"' for name in CONVERSATION_FIELDS)
-    usage_update, usage_insert = _usage_sql() if with_usage else ("", "")
+    usage_update, usage_insert = usage_sql() if with_usage else ("", "")
     known = f""" AND NOT EXISTS (
     SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
       AND "message_id" IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)))"""
@@ -207,11 +207,11 @@ def parameters(
     if any(message.id_given for message in messages):
         params["ids"] = jsonenc.dumps([message.message_id for message in messages])
     if any(message.usage is not None for message in messages):
-        _usage_parameters(params, messages)
+        usage_parameters(params, messages)
     return params, parts_by_message
 
 
-def _usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
+def usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
     """The usage rows' arrays, the counters' increments and this batch's ``usage_by_model``."""
     params.update({name: [] for name in _USAGE_ARRAYS})
     total = Usage()

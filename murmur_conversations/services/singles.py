@@ -42,8 +42,8 @@ def available(using: str) -> bool:
     return connections[using].vendor == "postgresql"
 
 
-def _rows(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
-    """The statement's rows; None when it aborted itself (a race it cannot settle) or hit a
+def run(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+    """The rows of one of the single statements; None when it aborted itself (a race it cannot settle) or hit a
     unique constraint: nothing was written then."""
     with database_errors():
         try:
@@ -152,7 +152,7 @@ def update_tool_status(
     card; None when it declines (no such call, the same status, a move not allowed, a child
     conversation, a race)."""
     sources = sorted(s for s, targets in ALLOWED_MOVES.items() if status in targets)
-    rows = _rows(
+    rows = run(
         using,
         _tool_status_sql(),
         {
@@ -208,7 +208,7 @@ def set_status(
     """Set the status and pending ask of a top-level conversation in one statement
     (``services.set_status`` with its arguments checked and redacted by the caller, nothing found
     to count); None when it declines (no change, a child, no such conversation)."""
-    rows = _rows(
+    rows = run(
         using,
         _status_sql(),
         {
@@ -264,7 +264,7 @@ def save_synthetic_message(
     """Insert a synthetic display row in one statement (``services.save_synthetic_message`` with
     its arguments checked and redacted by the caller, nothing found to count); None when there is
     no such conversation."""
-    rows = _rows(
+    rows = run(
         using,
         _synthetic_sql(),
         {
