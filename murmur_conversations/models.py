@@ -286,7 +286,8 @@ class Message(models.Model):
     position = models.PositiveBigIntegerField()
     message_id = models.CharField(max_length=255)
     role = models.CharField(max_length=255)
-    content = models.JSONField(default=str)
+    #: As given: a string, a list of blocks, or null (SQL NULL) when the message's content was null.
+    content: models.JSONField[Any, Any] = models.JSONField(null=True, blank=True, default=str)
     tool_call_id = models.CharField(max_length=255, blank=True, default="")
     is_error = models.BooleanField(default=False)
     source_id = models.CharField(max_length=255, blank=True, default="")

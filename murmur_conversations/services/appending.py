@@ -345,7 +345,7 @@ def _write_messages(
             position=conv.record_length,
             message_id=message.message_id,
             role=message.role,
-            content=message.content,
+            content=message.record_content,
             tool_call_id=message.tool_call_id,
             is_error=message.is_error,
             source_id=message.source_id,
