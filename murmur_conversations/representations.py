@@ -117,10 +117,13 @@ def record_row(message: Message) -> dict[str, Any]:
 
 
 def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str, Any]:
-    """``{call_id, name, arguments, status, interrupt_reason, display_text, result, error,
-    started_at, finished_at, event_seq, children}``; ``children`` are the ids of the child
-    conversations the call launched (``selectors.children_by_call``), oldest first."""
+    """``{id, call_id, name, arguments, status, interrupt_reason, display_text, result, error,
+    started_at, finished_at, event_seq, created_at, children}``; ``id`` (a string) is the call's
+    own, unique even when an agent reused the ``call_id`` in a later round (docs/api.md
+    "Rows"); ``children`` are the ids of the child conversations the call launched
+    (``selectors.children_by_call``), oldest first."""
     return {
+        "id": str(call.pk),
         "call_id": call.call_id,
         "name": call.name,
         "arguments": call.arguments,
@@ -132,6 +135,7 @@ def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str
         "started_at": iso(call.started_at),
         "finished_at": iso(call.finished_at),
         "event_seq": call.event_seq,
+        "created_at": iso(call.created_at),
         "children": list(children or ()),
     }
 

@@ -138,6 +138,9 @@ class RecordRowSerializer(serializers.Serializer[Any]):
 class ToolCallRowSerializer(serializers.Serializer[Any]):
     """A tool-call row (``representations.tool_call_row``)."""
 
+    id = serializers.CharField(
+        help_text="The call's own id: unique, also when an agent reused the call_id."
+    )
     call_id = serializers.CharField()
     name = serializers.CharField()
     arguments = Any_()
@@ -149,6 +152,7 @@ class ToolCallRowSerializer(serializers.Serializer[Any]):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     event_seq = serializers.IntegerField(min_value=0)
+    created_at = serializers.DateTimeField()
     children = serializers.ListField(child=serializers.UUIDField())
 
 
