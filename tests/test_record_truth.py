@@ -21,7 +21,7 @@ from murmur_conversations.hooks import read_messages
 from murmur_conversations.models import Conversation, Message, ToolCall
 from tests.api_helpers import token_client, url
 from tests.helpers import MakeConversation, assert_counters_match_rows
-from tests.import_helpers import export, reimport, run, write_json
+from tests.import_helpers import cassette_conversation, export, reimport, run, write_json
 
 pytestmark = pytest.mark.django_db
 
@@ -310,3 +310,34 @@ def test_null_content_is_sql_null_on_every_path(conversation: Conversation) -> N
             [conversation.pk.hex if connection.vendor == "sqlite" else conversation.pk],
         )
         assert [bool(row[0]) for row in cursor.fetchall()] == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [("openai_multiple_agent_tool_calls", "openai"), ("anthropic_tool_with_thinking", "anthropic")],
+)
+def test_a_recorded_chat_imports_and_exports_as_it_was(
+    corpus: Path, tmp_path: Path, user: User, name: str, fmt: str
+) -> None:
+    """The corpus's recorded chats: import as their format, export as it, the same list but for
+    the normalisations docs/write-path.md lists (a missing ``content`` is null; an Anthropic
+    ``tool_result``'s ``is_error: false`` is left out)."""
+    messages = cassette_conversation(corpus, name)
+    path = write_json(tmp_path / "chat.json", messages)
+    assert run(path, "--owner", user.username, "--format", fmt)[0] == 0
+    assert json.loads(export(Conversation.objects.get(), "--format", fmt)) == [
+        normalised(message) for message in messages
+    ]
+
+
+def normalised(message: Any) -> Any:
+    """``message`` as the record gives it back (the table of docs/write-path.md)."""
+    message = {"content": None, **message}
+    if isinstance(message["content"], list):
+        message["content"] = [
+            {k: v for k, v in block.items() if not (k == "is_error" and v is False)}
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+            else block
+            for block in message["content"]
+        ]
+    return message
