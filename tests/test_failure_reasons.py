@@ -14,6 +14,7 @@ from django.contrib.auth.models import User
 from murmur_conversations import services
 from murmur_conversations.exits import exit_status, failure_reason
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+from tests.agentlog_lines import Claude, tool_use, write_jsonl
 from tests.helpers import assert_counters_match_rows
 from tests.import_helpers import run
 
@@ -150,3 +151,19 @@ def test_a_codex_rollout_output_with_an_exit_status_fails_its_call(
     before = Message.objects.count()
     assert run(path, "--owner", user.username)[0] == 0
     assert Message.objects.count() == before
+
+
+def test_a_claude_code_bash_call_that_exits_42_says_why(tmp_path: Path, user: User) -> None:
+    c = Claude()
+    lines = [
+        c.prompt("Push it"),
+        c.answer("msg_01", tool_use("toolu_42", command="git push")),
+        c.result("toolu_42", "Exit code 42\nfatal: no upstream", is_error=True),
+    ]
+    assert run(write_jsonl(tmp_path / "session.jsonl", lines), "--owner", user.username)[0] == 0
+    call = ToolCall.objects.get(call_id="toolu_42")
+    assert (call.status, call.error, call.result) == (
+        "failed",
+        "exit code 42\nExit code 42\nfatal: no upstream",
+        "Exit code 42\nfatal: no upstream",
+    )
