@@ -22,6 +22,7 @@ from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.models import Conversation, Message
+from murmur_conversations.representations import record_message
 
 __all__ = [
     "MAX_LIMIT",
@@ -55,8 +56,9 @@ class HookReadError(ConversationsError):
 class MessagePage:
     """One page of the record, newest first (murmur ``message-page``).
 
-    ``messages``: ``[{id, role, content, source_id}]`` with ``content`` the JSON text of the stored
-    content (the tool-message envelope for tool messages); ``next_cursor``: ``mc_<n>`` for the next
+    ``messages``: ``[{id, role, content, source_id, message}]`` with ``content`` the JSON text of
+    the stored content (the tool-message envelope for tool messages) and ``message`` the message as
+    the model saw it (:func:`hook_message`); ``next_cursor``: ``mc_<n>`` for the next
     older page, or None at the oldest message; ``total``: the record length when served.
     """
 
@@ -82,10 +84,14 @@ def is_granted(hook: Any) -> bool:
 
 
 def hook_message(message: Message) -> dict[str, Any]:
-    """``{id, role, content, source_id}`` of one record message as murmur hands it to a hook.
+    """``{id, role, content, source_id, message}`` of one record message as murmur hands it to a
+    hook.
 
     A tool message (role ``tool``, or any message answering a call) carries the envelope
-    ``{"__murmur_tool_msg__": true, "tool_call_id", "is_error", "body"}`` as its content.
+    ``{"__murmur_tool_msg__": true, "tool_call_id", "is_error", "body"}`` as its content. Inside
+    the envelope, ``message`` is the whole message as the model saw it
+    (``representations.record_message``: null content, ``tool_calls``, ``name``, ``refusal`` and
+    every other key it arrived with), which ``services.save_messages`` takes back as it is.
     """
     content: Any = message.content
     if message.role == "tool" or message.tool_call_id:
@@ -100,6 +106,7 @@ def hook_message(message: Message) -> dict[str, Any]:
         "role": message.role,
         "content": jsonenc.dumps(content),
         "source_id": message.source_id or None,
+        "message": record_message(message),
     }
 
 

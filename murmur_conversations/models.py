@@ -159,6 +159,10 @@ class Conversation(models.Model):
     #: The event_seq of the last write that set, changed or cleared ``pending_ask`` (0: none yet);
     #: an answer written against an earlier event_seq is stale (docs/write-path.md).
     pending_ask_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    #: The event_seq of the last write that changed ``status`` or ``pending_ask`` (0: none yet): a
+    #: reconnect with ``?since=N`` sends ``status_changed`` exactly when it is above N
+    #: (docs/websocket.md).
+    status_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     source = models.CharField(max_length=64, blank=True, default="", db_default="")
     external_id = models.CharField(max_length=255, blank=True, default="", db_default="")
     record_length = models.PositiveBigIntegerField(default=0, db_default=0)
@@ -192,6 +196,10 @@ class Conversation(models.Model):
     #: How many tool calls this conversation has (a counter kept by the write path): a child's
     #: "steps" (docs/websocket.md "child_updated").
     tool_call_count = models.PositiveBigIntegerField(default=0, db_default=0)
+    #: How many tool results wait for their call (stored before the call that they answer, shown
+    #: with ``metadata.orphan``): a counter kept by the write path, so that a new call looks for
+    #: its held result only when there is one (docs/write-path.md "What one message becomes").
+    held_results = models.PositiveBigIntegerField(default=0, db_default=0)
     # Token usage of the conversation's own assistant messages (docs/usage.md): counters kept by
     # the write path in the same write as the messages (never summed on read), in total and by
     # model (``{model: {counter: int}}``, the counters of ``usage.COUNTERS``).
@@ -290,7 +298,9 @@ class Message(models.Model):
     position = models.PositiveBigIntegerField()
     message_id = models.CharField(max_length=255)
     role = models.CharField(max_length=255)
-    content = models.JSONField(default=str, db_default="")
+    #: As given: a string, a list of blocks, or null (SQL NULL) when the message's content was null.
+    #: A raw writer that leaves it out stores null, as a message without ``content`` does.
+    content: models.JSONField[Any, Any] = models.JSONField(null=True, blank=True, default=str)
     tool_call_id = models.CharField(max_length=255, blank=True, default="", db_default="")
     is_error = models.BooleanField(default=False, db_default=False)
     source_id = models.CharField(max_length=255, blank=True, default="", db_default="")
@@ -352,10 +362,15 @@ class ToolCall(models.Model):
             models.Index(fields=("conversation", "status", "-id"), name="murmur_tool_status_idx"),
             models.Index(fields=("status", "name"), name="murmur_tool_status_name_idx"),
             models.Index(fields=("name", "-id"), name="murmur_tool_name_idx"),
+            models.Index(fields=("conversation", "call_id"), name="murmur_tool_call_id_idx"),
         )
         constraints = (
+            # A call id names one call among the conversation's open calls; once a call ended, a
+            # new call may reuse its id (docs/write-path.md "Call ids").
             models.UniqueConstraint(
-                fields=("conversation", "call_id"), name="murmur_toolcall_call_id_uniq"
+                fields=("conversation", "call_id"),
+                condition=Q(status__in=sorted(OPEN_TOOL_STATUSES)),
+                name="murmur_toolcall_open_call_id_uniq",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=ToolStatus.values), name="murmur_toolcall_status_valid"

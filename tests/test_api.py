@@ -394,8 +394,8 @@ def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conv
     assert c2["status"] == "executing"
     assert c2["display_text"] == "ls"
     assert set(c2) == {
-        "call_id", "name", "arguments", "status", "interrupt_reason", "display_text",
-        "result", "error", "started_at", "finished_at", "event_seq", "children",
+        "id", "call_id", "name", "arguments", "status", "interrupt_reason", "display_text",
+        "result", "error", "started_at", "finished_at", "event_seq", "created_at", "children",
     }  # fmt: skip
     done = client.get(url(own.pk, "tool-calls/?status=completed")).json()
     assert [row["call_id"] for row in done["results"]] == ["c1"]

@@ -94,8 +94,9 @@ class ConversationConsumer(LiveConsumer):
     async def send_changes(self, conversation: Conversation, *, after: int, replay: bool) -> None:
         """Send the rows changed in ``(after, conversation.last_event_seq]`` (created after
         ``after``: ``display_message_saved``, else ``display_message_updated``), then
-        ``status_changed`` if the status or pending ask may have changed; more than 500 rows: one
-        ``resync``. Leaves ``last_seen`` at the conversation's head."""
+        ``status_changed`` if the status or pending ask changed in the range (a replay: its
+        ``status_event_seq`` is above ``after``; a gap fill: it differs from what was sent); more
+        than 500 rows: one ``resync``. Leaves ``last_seen`` at the conversation's head."""
         upto = conversation.last_event_seq
         pk = self.conversation_pk
         changes = await database_sync_to_async(reads.changes)(pk, after=after, upto=upto)
@@ -119,8 +120,9 @@ class ConversationConsumer(LiveConsumer):
             await self.send_json(frame)
         current = (conversation.status, conversation.pending_ask)
         # Replay: the snapshot already holds the current status; a status change is announced when
-        # some event of the range left no row behind. Gap fill: when it differs from what was sent.
-        if (changes.uncovered if replay else current != self.status) and not self.closed:
+        # the last one is after ``after``, exactly. Gap fill: when it differs from what was sent.
+        changed = conversation.status_event_seq > after if replay else current != self.status
+        if changed and not self.closed:
             await self.send_json(frames.status_frame(conversation, upto))
         self.status = current
         # Gap fill: a rename made by another process (a management command on the process-local

@@ -177,7 +177,8 @@ def _parameters(
         params["m_index"].append(index)
         params["ids"].append(message.message_id)
         params["roles"].append(message.role)
-        params["contents"].append(jsonenc.dumps(message.content))
+        # JSON null content is SQL NULL, as the general path's JSONField(null=True) stores it.
+        params["contents"].append(None if message.null_content else jsonenc.dumps(message.content))
         params["errors"].append(message.is_error)
         params["sources"].append(message.source_id)
         params["extras"].append(jsonenc.dumps(message.extra))

@@ -262,6 +262,9 @@ class Write:
             "saved_at",
             "tool_call_count",
         }
+        if self.status_changed:  # exact status replay (docs/websocket.md)
+            conversation.status_event_seq = self.event_seq
+            fields.add("status_event_seq")
         if self.parent is not None and (self.parent_news or self.status_changed):
             tell_parent(self.parent, conversation, self.using, conversation.saved_at)
             fields.add("parent_event_seq")
