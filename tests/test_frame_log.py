@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import Settings
 
@@ -260,8 +261,6 @@ def test_pruning_keeps_the_recent_rows(user: User) -> None:
 
 
 def test_each_event_is_one_insert_into_the_log(user: User, conversation: Conversation) -> None:
-    from django.test.utils import CaptureQueriesContext
-
     table = FrameLogEntry._meta.db_table
     with CaptureQueriesContext(connection) as captured:
         services.save_message(
@@ -287,3 +286,18 @@ def test_a_deletion_is_logged_with_its_owner(user: User) -> None:
     row = FrameLogEntry.objects.get(conversation_id=gone.pk, kind=1)
     assert row.owner == str(user.pk)
     assert uuid.UUID(str(row.conversation_id)) == gone.pk
+
+
+def test_a_write_that_rolls_back_logs_nothing(user: User, conversation: Conversation) -> None:
+    before = FrameLogEntry.objects.count()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
+        services.set_status(conversation=conversation, status="running")
+        raise RuntimeError("the caller's transaction fails")
+    assert FrameLogEntry.objects.count() == before
+    services.save_message(conversation=conversation, message={"role": "user", "content": "y"})
+    assert list(
+        FrameLogEntry.objects.filter(conversation_id=conversation.pk)
+        .order_by("id")
+        .values_list("event_seq", flat=True)
+    ) == [0, 1]
