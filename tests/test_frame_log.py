@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import Settings
 
 from murmur_conversations import frames, services
 from murmur_conversations.models import Conversation, FrameLogEntry
-from murmur_conversations.realtime import broadcast
+from murmur_conversations.realtime import broadcast, reads
 from murmur_conversations.realtime.poller import poller_for
 from tests.frame_script import CONVERSATION_KINDS, SIDEBAR_KINDS, run
 from tests.realtime_helpers import (
@@ -301,3 +301,27 @@ def test_a_write_that_rolls_back_logs_nothing(user: User, conversation: Conversa
         .order_by("id")
         .values_list("event_seq", flat=True)
     ) == [0, 1]
+
+
+async def test_a_poller_that_could_not_start_starts_at_its_next_tick(
+    local_layer: None, user: User, conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures = [OperationalError("the database is restarting")]
+    start = reads.frame_log_start
+
+    def flaky() -> tuple[int, list[int]]:
+        if failures:
+            raise failures.pop()
+        return start()
+
+    monkeypatch.setattr(reads, "frame_log_start", flaky)
+    socket = await connect(f"ws/conversations/{conversation.pk}/", user)
+    assert (await socket.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
+    poller = poller_for(get_channel_layer())
+    assert poller.cursor is None
+    assert await poller.tick() == 0  # starts where the log ends
+    await write_as_another_process(conversation, "after the restart")
+    assert await poller.tick() == 1
+    frame = await socket.receive_json_from(timeout=TIMEOUT)
+    assert frame["message"]["content"] == {"text": "after the restart"}
+    await socket.disconnect()

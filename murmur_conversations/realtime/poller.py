@@ -69,14 +69,21 @@ class FramePoller:
             self.conversations[conversation] += 1
         if owner is not None:
             self.owners[str(owner)] += 1
+        try:
+            await self._begin()
+        except Exception as error:  # the loop retries; the socket still gets its own process's
+            logger.warning("the frame-log poller could not start: %r", error)
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._run())
+
+    async def _begin(self) -> None:
+        """Read where the log ends, once (until :meth:`stop`)."""
         async with self._start:
             if self.cursor is None:
                 cursor, holes = await database_sync_to_async(reads.frame_log_start)()
                 self._count()
                 now = asyncio.get_running_loop().time()
                 self.cursor, self.holes = cursor, dict.fromkeys(holes, now)
-            if self.task is None or self.task.done():
-                self.task = asyncio.ensure_future(self._run())
 
     def unwatch(self, *, conversation: uuid.UUID | None = None, owner: Any = None) -> None:
         """Undo one :meth:`watch`; the poller stops when nothing is watched (and starts afresh)."""
@@ -113,7 +120,9 @@ class FramePoller:
 
     async def tick(self) -> int:
         """One poll: one query (another at once only while pages come back full); deliver what
-        moved. Returns the number of rows read."""
+        moved. Returns the number of rows read. A poller that could not read where the log ends
+        when it started reads it first."""
+        await self._begin()
         total = 0
         while self.cursor is not None and (self.conversations or self.owners):
             cursor = self.cursor
