@@ -233,6 +233,7 @@ async def _tail_queries(http: Any, port: int, user: Any, size: int) -> dict[str,
     """Open ``size`` sockets on as many new conversations, let them idle; the server's queries
     (all, and its poller's) per tail interval."""
     from asgiref.sync import sync_to_async
+    from websockets.asyncio.client import connect
 
     from murmur_conversations import services
     from murmur_conversations.tickets import issue_ticket
@@ -246,15 +247,23 @@ async def _tail_queries(http: Any, port: int, user: Any, size: int) -> dict[str,
         ]
 
     urls = await sync_to_async(create)()
-    opened = [Fanout(1) for _ in urls]
+    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+    sockets: list[Any] = []
+
+    async def one(url: str) -> None:
+        async with gate:
+            socket = await connect(url, open_timeout=60, ping_interval=None, max_size=2**22)
+            sockets.append(socket)
+            await asyncio.wait_for(socket.recv(), 60)  # the snapshot: its reads are done
+
     try:
-        await asyncio.gather(*(_open(url, one) for url, one in zip(urls, opened, strict=True)))
-        await asyncio.sleep(1.0)  # every snapshot read and every tail started
+        await asyncio.wait_for(asyncio.gather(*(one(url) for url in urls)), 300)
+        await asyncio.sleep(1.0)  # the last sockets' tails started
         before = (await http.get(f"http://127.0.0.1:{port}/bench/queries/")).json()
         await asyncio.sleep(TAIL_SECONDS)
         after = (await http.get(f"http://127.0.0.1:{port}/bench/queries/")).json()
     finally:
-        await asyncio.gather(*(_close(one) for one in opened))
+        await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)
     intervals = TAIL_SECONDS / TAIL_INTERVAL
     poller = (
         None if before.get("poller") is None else (after["poller"] - before["poller"]) / intervals
