@@ -833,13 +833,15 @@ class FrameLogEntry(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     conversation_id = models.UUIDField()
-    event_seq = models.BigIntegerField(default=0)
-    kind = models.SmallIntegerField(choices=FrameKind.choices, default=FrameKind.EVENT)
-    owner = models.CharField(max_length=64, blank=True, default="")
-    frames = models.TextField(blank=True, default="")
-    sidebar = models.TextField(blank=True, default="")
-    origin = models.CharField(max_length=32)
-    created_at = models.DateTimeField()
+    event_seq = models.BigIntegerField(default=0, db_default=0)
+    kind = models.SmallIntegerField(
+        choices=FrameKind.choices, default=FrameKind.EVENT, db_default=FrameKind.EVENT
+    )
+    owner = models.CharField(max_length=64, blank=True, default="", db_default="")
+    frames = models.TextField(blank=True, default="", db_default="")
+    sidebar = models.TextField(blank=True, default="", db_default="")
+    origin = models.CharField(max_length=32, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("id",)
