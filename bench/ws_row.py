@@ -239,10 +239,9 @@ async def _tail_queries(http: Any, port: int, user: Any, size: int) -> dict[str,
     from murmur_conversations.tickets import issue_ticket
 
     def create() -> list[str]:
-        ticket = issue_ticket(user=user, session_key=None)
         return [
             f"ws://127.0.0.1:{port}/ws/conversations/"
-            f"{services.start_conversation(owner=user, title=f'tail {i}').pk}/?ticket={ticket}"
+            f"{services.start_conversation(owner=user, title=f'tail {i}').pk}/"
             for i in range(size)
         ]
 
@@ -252,7 +251,10 @@ async def _tail_queries(http: Any, port: int, user: Any, size: int) -> dict[str,
 
     async def one(url: str) -> None:
         async with gate:
-            socket = await connect(url, open_timeout=60, ping_interval=None, max_size=2**22)
+            ticket = issue_ticket(user=user, session_key=None)  # fresh: a ticket lives a minute
+            socket = await connect(
+                f"{url}?ticket={ticket}", open_timeout=60, ping_interval=None, max_size=2**22
+            )
             sockets.append(socket)
             await asyncio.wait_for(socket.recv(), 60)  # the snapshot: its reads are done
 
