@@ -119,6 +119,7 @@ def check_settings(
                 "The default is 0.25.",
             )
         )
+    messages.extend(_check_frame_log(value["FRAME_LOG"], value["FRAME_LOG_RETENTION"]))
     messages.extend(_check_redact(value["REDACT"]))
     retention = value["RETENTION_DAYS"]
     if retention is not None and (not _is_int(retention) or retention < 1):
@@ -130,6 +131,28 @@ def check_settings(
             )
         )
     messages.extend(_check_sharing(value["PRIVATE_TOOLS"], value["SHARE_URL"]))
+    return messages
+
+
+def _check_frame_log(enabled: Any, retention: Any) -> list[CheckMessage]:
+    """FRAME_LOG: a bool (E040); FRAME_LOG_RETENTION: a positive number of seconds (E041)."""
+    messages: list[CheckMessage] = []
+    if not isinstance(enabled, bool):
+        messages.append(
+            _error(
+                "murmur_conversations.E040",
+                f"FRAME_LOG must be True or False, not {enabled!r}.",
+                'The default is True (docs/websocket.md "The frame log").',
+            )
+        )
+    if isinstance(retention, bool) or not isinstance(retention, int | float) or not retention > 0:
+        messages.append(
+            _error(
+                "murmur_conversations.E041",
+                f"FRAME_LOG_RETENTION must be a positive number of seconds, not {retention!r}.",
+                "The default is 60.",
+            )
+        )
     return messages
 
 

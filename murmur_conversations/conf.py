@@ -29,6 +29,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     "GROUP_PREFIX": "murmur",
     # Seconds between database reads of a websocket consumer on a process-local channel layer.
     "DB_TAIL_INTERVAL": 0.25,
+    # Write each event's live frames to the frame log in its transaction, so that processes on a
+    # process-local layer deliver other processes' writes exactly (docs/websocket.md "The frame log").
+    "FRAME_LOG": True,
+    # Seconds a frame-log row is kept before it is pruned.
+    "FRAME_LOG_RETENTION": 60,
     # Tool names whose arguments a share link never shows ("*": every tool) (docs/api.md).
     "PRIVATE_TOOLS": [],
     # The address a new share link answers with: a template with "{token}" (e.g. the host's page
@@ -87,6 +92,14 @@ class AppSettings:
     @property
     def db_tail_interval(self) -> float:
         return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def frame_log(self) -> bool:
+        return bool(self.FRAME_LOG)
+
+    @property
+    def frame_log_retention(self) -> float:
+        return float(self.FRAME_LOG_RETENTION)
 
     @property
     def private_tools(self) -> frozenset[str]:

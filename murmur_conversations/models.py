@@ -823,3 +823,47 @@ class ConversationTag(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class FrameKind(models.IntegerChoices):
+    """What one frame-log row announces (docs/websocket.md "The frame log")."""
+
+    EVENT = 0, "event"
+    """One event_seq of the conversation (its frames), or its creation (event_seq 0)."""
+    DELETED = 1, "deleted"
+    """The conversation was deleted."""
+
+
+class FrameLogEntry(models.Model):
+    """The live frames of one event, written in the same transaction as the change, so that a
+    process on a process-local channel layer delivers another process's writes exactly as its own
+    (docs/websocket.md "The frame log"). Short-lived: rows older than ``FRAME_LOG_RETENTION``
+    seconds are pruned. Not a foreign key to the conversation: a deletion is logged too.
+
+    ``frames`` is the JSON list of the conversation stream's frames of ``event_seq`` ("" when the
+    conversation stream gets no message: a creation, event_seq 0); ``sidebar`` the JSON of the
+    owner's user-stream frame (``conversation_saved`` or ``conversation_deleted``); ``owner`` the
+    owner's primary key as text ("" for none); ``origin`` the writing process's token, so a
+    process skips what it delivered itself."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation_id = models.UUIDField()
+    event_seq = models.BigIntegerField(default=0, db_default=0)
+    kind = models.SmallIntegerField(
+        choices=FrameKind.choices, default=FrameKind.EVENT, db_default=FrameKind.EVENT
+    )
+    owner = models.CharField(max_length=64, blank=True, default="", db_default="")
+    frames = models.TextField(blank=True, default="", db_default="")
+    sidebar = models.TextField(blank=True, default="", db_default="")
+    origin = models.CharField(max_length=32, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    class Meta:
+        ordering = ("id",)
+        verbose_name_plural = "frame log entries"
+        indexes = (
+            models.Index(fields=("conversation_id", "event_seq"), name="murmur_framelog_conv_idx"),
+        )
+
+    def __str__(self) -> str:
+        return f"frames of {self.conversation_id} at {self.event_seq}"

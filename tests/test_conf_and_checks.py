@@ -47,6 +47,8 @@ def test_defaults_are_the_documented_values(settings: Settings) -> None:
         ("MAX_METADATA_BYTES", 11),
         ("GROUP_PREFIX", "team"),
         ("DB_TAIL_INTERVAL", 1.5),
+        ("FRAME_LOG", False),
+        ("FRAME_LOG_RETENTION", 5),
     ],
 )
 def test_each_key_is_read_on_access(settings: Settings, key: str, value: object) -> None:
@@ -111,6 +113,9 @@ def test_valid_configuration_has_no_messages(settings: Settings) -> None:
         ({"GROUP_PREFIX": ""}, ["murmur_conversations.E008"]),
         ({"DB_TAIL_INTERVAL": 0}, ["murmur_conversations.E009"]),
         ({"DB_TAIL_INTERVAL": "fast"}, ["murmur_conversations.E009"]),
+        ({"FRAME_LOG": "yes"}, ["murmur_conversations.E040"]),
+        ({"FRAME_LOG_RETENTION": 0}, ["murmur_conversations.E041"]),
+        ({"FRAME_LOG_RETENTION": True}, ["murmur_conversations.E041"]),
         ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
     ],
 )
@@ -150,6 +155,8 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
     assert used == {f"E{n:03d}" for n in range(1, 12)} | {"W001", "W002", "W003", "W004"} | {
         "E020",
         "E021",
+        "E040",
+        "E041",
         "E030",
         "E031",
         "W020",

@@ -14,9 +14,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from murmur_conversations import services
+from murmur_conversations.frames import MAX_VALUE_BYTES
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
-from murmur_conversations.realtime.frames import MAX_VALUE_BYTES
 from tests.helpers import MakeConversation, MakeUser
 from tests.import_helpers import JSON
 from tests.realtime_helpers import (

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django import Settings
 
-from murmur_conversations import services
+from murmur_conversations import frames, services
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
 from murmur_conversations.tickets import issue_ticket
@@ -219,9 +219,13 @@ async def test_user_stream_ignores_client_frames_and_closes_on_binary(user: User
 
 
 @pytest.fixture
-def other_process(settings: Settings) -> Iterator[broadcast.Broadcaster]:
-    """The process-local layer with a fast tail, and a broadcaster that publishes nothing: every
-    write looks as if another process made it, so only the database tail can deliver it."""
+def other_process(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[broadcast.Broadcaster]:
+    """The process-local layer with a fast tail, a broadcaster that publishes nothing and the
+    frame log's origin of another process: every write looks as if another process made it, so
+    only the database tail can deliver it."""
+    monkeypatch.setattr(frames, "process_origin", lambda: "another-process")
     settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
     settings.MURMUR_CONVERSATIONS = {"DB_TAIL_INTERVAL": 0.05}
     silent = broadcast.Broadcaster(layer=lambda: None)

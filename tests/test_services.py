@@ -60,7 +60,8 @@ def committed(
 
 @pytest.fixture
 def captured() -> Iterator[Captured]:
-    """Collect (signal name, kwargs) for every signal the app sends."""
+    """Collect (signal name, kwargs) for every signal the app sends, without the frame log's
+    hand-over to the realtime receivers (``frames``, ``sidebar``, ``logged``; tests/test_frame_log.py)."""
     events: Captured = []
     receivers = []
     for name in (
@@ -77,7 +78,8 @@ def captured() -> Iterator[Captured]:
         def receiver(
             sender: object, signal: object = None, _name: str = name, **kwargs: Any
         ) -> None:
-            events.append((_name, kwargs))
+            plumbing = ("frames", "sidebar", "logged")
+            events.append((_name, {k: v for k, v in kwargs.items() if k not in plumbing}))
 
         getattr(signals, name).connect(receiver, weak=False)
         receivers.append((name, receiver))

@@ -16,6 +16,7 @@ from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.realtime import layer_is_process_local, reads
 from murmur_conversations.realtime.groups import group_name
+from murmur_conversations.realtime.poller import FramePoller, poller_for
 from murmur_conversations.realtime.receivers import auth_digest
 from murmur_conversations.realtime.scope import session_of
 from murmur_conversations.realtime.shared import shared_reads
@@ -34,7 +35,8 @@ CLOSE_BINARY: Final = 1003
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Base of the two streams. Subclasses implement ``connect`` (calling :meth:`authenticate`
-    right after ``accept``) and may start a database tail with :meth:`start_tail`."""
+    right after ``accept``); on a process-local layer they watch their streams in the process's
+    frame-log poller (:meth:`watch_frames`) and re-check the user (:meth:`start_tail`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,6 +45,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.user: Any = None
         self.digest = ""
         self.tail_task: asyncio.Task[None] | None = None
+        self.watching: list[tuple[FramePoller, Any, Any]] = []
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
@@ -140,7 +143,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         pk = self.user.pk
         user = await shared_reads().read(
             ("user", pk),
-            window=app_settings.db_tail_interval / 2,
+            window=app_settings.db_tail_interval * 4,  # sockets of a user share one read
             fetch=lambda: database_sync_to_async(reads.user_state)(get_user_model(), pk),
         )
         if user is None or not user.is_active or auth_digest(user) != self.digest:
@@ -149,15 +152,26 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     # ------------------------------------------------------------------ database tail
 
     def tails(self) -> bool:
-        """Whether this socket must poll the database: the layer cannot carry other processes'
-        events (docs/websocket.md, "Deployment")."""
+        """Whether this socket needs the process's frame-log poller: the layer cannot carry other
+        processes' events (docs/websocket.md, "Deployment")."""
         return layer_is_process_local(self.channel_layer)
 
+    async def watch_frames(self, *, conversation: Any = None, owner: Any = None) -> None:
+        """Have the process's poller deliver other processes' frames of ``conversation`` and/or
+        of the user ``owner`` to this socket's groups (docs/websocket.md "The frame log"). Called
+        before the snapshot is read, like the group join."""
+        poller = poller_for(self.channel_layer)
+        await poller.watch(conversation=conversation, owner=owner)
+        self.watching.append((poller, conversation, owner))
+
     def start_tail(self) -> None:
-        """Run :meth:`tail_once` every ``DB_TAIL_INTERVAL`` seconds until the socket closes."""
+        """Re-check the user every ``8 * DB_TAIL_INTERVAL`` seconds until the socket closes."""
         self.tail_task = asyncio.ensure_future(self._tail_loop())
 
     def stop_tail(self) -> asyncio.Task[None] | None:
+        watching, self.watching = self.watching, []
+        for poller, conversation, owner in watching:
+            poller.unwatch(conversation=conversation, owner=owner)
         task, self.tail_task = self.tail_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -165,19 +179,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         return None
 
     async def _tail_loop(self) -> None:
-        ticks = 0
         while not self.closed:
-            await asyncio.sleep(app_settings.db_tail_interval)
-            ticks += 1
+            await asyncio.sleep(app_settings.db_tail_interval * 8)
             try:
-                await self.tail_once()
-                if ticks % 8 == 0 and not self.closed:
+                if not self.closed:
                     await self.check_user()
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # a database hiccup must not end the tail for good
-                logger.warning("database tail of %s failed: %r", self.channel_name, error)
-
-    async def tail_once(self) -> None:
-        """One poll of the database; subclasses implement it."""
-        raise NotImplementedError
+            except Exception as error:  # a database hiccup must not end the checks for good
+                logger.warning("user check of %s failed: %r", self.channel_name, error)

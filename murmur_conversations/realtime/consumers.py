@@ -6,22 +6,21 @@ conversation's group BEFORE reading the snapshot, and Channels dispatches one me
 live events that arrive meanwhile wait in the layer and are dropped if their event_seq is already
 covered. A jump in event_seq is filled from the database first. ``UserStreamConsumer``
 (``ws/conversations/``): ``conversation_saved`` and ``conversation_deleted`` of the user's
-conversations. On a process-local layer both also tail the database.
+conversations. On a process-local layer the process's frame-log poller (``realtime.poller``)
+brings both the frames other processes wrote, as the same layer messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from channels.db import database_sync_to_async
-from django.utils import timezone
 
-from murmur_conversations.conf import app_settings
+from murmur_conversations import frames
 from murmur_conversations.models import Conversation
-from murmur_conversations.realtime import frames, reads
+from murmur_conversations.realtime import reads
 from murmur_conversations.realtime.base import (
     CLOSE_BAD_SINCE,
     CLOSE_NOT_FOUND,
@@ -29,12 +28,7 @@ from murmur_conversations.realtime.base import (
 )
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.scope import InvalidSince, since_of
-from murmur_conversations.realtime.shared import shared_reads
 from murmur_conversations.selectors import conversation_for
-
-#: How far back the user stream's tail looks past the newest ``saved_at`` it saw: a write takes its
-#: time before it commits, so a later commit may carry an earlier ``saved_at``.
-SAVED_AT_MARGIN: Final = timedelta(seconds=10)
 
 
 def _readable_pk(user: Any, raw_id: Any) -> uuid.UUID | None:
@@ -52,7 +46,6 @@ class ConversationConsumer(LiveConsumer):
         self.status: tuple[str, Any] = ("", None)
         self.title = ""
         self.lock = asyncio.Lock()
-        self.behind = 0
 
     @property
     def conversation_pk(self) -> uuid.UUID:
@@ -78,6 +71,8 @@ class ConversationConsumer(LiveConsumer):
             return
         self.pk = pk
         await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
+        if self.tails():
+            await self.watch_frames(conversation=pk)  # likewise
         conversation = await database_sync_to_async(reads.conversation)(pk)
         if conversation is None:
             await self.gone()
@@ -132,12 +127,24 @@ class ConversationConsumer(LiveConsumer):
         self.title = conversation.title
 
     async def fill(self) -> None:
-        """Catch up from the database to its head (the lock is held)."""
+        """Catch up from the database to its head (the lock is held): the logged frames of the
+        missing events when the frame log still holds them all (docs/websocket.md "The frame
+        log"), else the rows changed since."""
         conversation = await database_sync_to_async(reads.conversation)(self.conversation_pk)
         if conversation is None:
             await self.gone()
-        elif conversation.last_event_seq > self.last_seen and not self.closed:
+            return
+        head = conversation.last_event_seq
+        if head <= self.last_seen or self.closed:
+            return
+        events = await database_sync_to_async(reads.logged_events)(
+            self.conversation_pk, after=self.last_seen, upto=head
+        )
+        if events is None:
             await self.send_changes(conversation, after=self.last_seen, replay=False)
+            return
+        for event_seq, logged in events:
+            await self.deliver(event_seq, logged)
 
     async def gone(self) -> None:
         """The conversation was deleted: ``conversation_deleted``, then close 4404."""
@@ -161,13 +168,20 @@ class ConversationConsumer(LiveConsumer):
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
                     return
-            for frame in message.get("frames", ()):
-                if frame.get("type") == "status_changed":
-                    self.status = (frame.get("status", ""), frame.get("pending"))
-                if frame.get("type") == "conversation_updated":
-                    self.title = frame.get("conversation", {}).get("title", self.title)
-                await self.send_json(frame)
-            self.last_seen = event_seq
+            await self.deliver(event_seq, message.get("frames", ()))
+
+    async def deliver(self, event_seq: int, frames_of_event: Any) -> None:
+        """Send the frames of one event and move ``last_seen`` to it (the lock is held); nothing
+        once the socket closed."""
+        if self.closed:
+            return
+        for frame in frames_of_event:
+            if frame.get("type") == "status_changed":
+                self.status = (frame.get("status", ""), frame.get("pending"))
+            if frame.get("type") == "conversation_updated":
+                self.title = frame.get("conversation", {}).get("title", self.title)
+            await self.send_json(frame)
+        self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
         """Ephemeral streamed text: forwarded at once."""
@@ -179,26 +193,6 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             await self.gone()
 
-    # ------------------------------------------------------------------ database tail
-
-    async def tail_once(self) -> None:
-        """Read the head; when it was already ahead at the previous poll (so the live event is not
-        coming: another process wrote), fill the gap from the database."""
-        pk = self.conversation_pk
-        conversation = await shared_reads().read(
-            ("conversation", pk),
-            window=app_settings.db_tail_interval / 2,
-            fetch=lambda: database_sync_to_async(reads.conversation)(pk),
-        )
-        async with self.lock:
-            if conversation is None:
-                await self.gone()
-                return
-            if self.behind > self.last_seen:
-                await self.fill()
-            head = conversation.last_event_seq
-            self.behind = head if head > self.last_seen else 0
-
 
 class UserStreamConsumer(LiveConsumer):
     """The user's conversation list: ``conversation_saved`` and ``conversation_deleted``; no
@@ -207,7 +201,6 @@ class UserStreamConsumer(LiveConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sent: dict[str, int] = {}
-        self.watermark: datetime = timezone.now()
 
     async def connect(self) -> None:
         await self.accept()
@@ -215,11 +208,7 @@ class UserStreamConsumer(LiveConsumer):
             return
         await self.join(group_name("sidebar", self.user.pk))
         if self.tails():
-            self.watermark = timezone.now() - SAVED_AT_MARGIN
-            recent = await database_sync_to_async(reads.recently_saved)(
-                self.user, since=self.watermark
-            )
-            self.sent = {str(c.pk): c.last_event_seq for c in recent}
+            await self.watch_frames(owner=self.user.pk)
             self.start_tail()
 
     async def murmur_sidebar(self, message: dict[str, Any]) -> None:
@@ -238,16 +227,3 @@ class UserStreamConsumer(LiveConsumer):
             return
         self.sent.pop(str(message["frame"].get("conversation_id")), None)
         await self.send_json(message["frame"])
-
-    async def tail_once(self) -> None:
-        """Send ``conversation_saved`` for conversations saved since the watermark that this socket
-        has not announced at their current event_seq."""
-        recent = await database_sync_to_async(reads.recently_saved)(self.user, since=self.watermark)
-        for conversation in recent:
-            key = str(conversation.pk)
-            if self.closed:
-                return
-            if self.sent.get(key, -1) < conversation.last_event_seq:
-                self.sent[key] = conversation.last_event_seq
-                await self.send_json(frames.saved_frame(conversation, conversation.last_event_seq))
-            self.watermark = max(self.watermark, conversation.saved_at - SAVED_AT_MARGIN)

@@ -19,9 +19,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_save
 
+from murmur_conversations import frames as framing
 from murmur_conversations import signals
+from murmur_conversations.frames import Frame
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
-from murmur_conversations.realtime import frames
 from murmur_conversations.realtime.broadcast import get_broadcaster
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.tickets import session_digest
@@ -36,8 +37,8 @@ def auth_digest(user: Any) -> str:
     return hashlib.sha256(user.get_session_auth_hash().encode()).hexdigest()[:32]
 
 
-def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
-    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] | None = getattr(_local, "calls", None)
+def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[Frame]] | None = getattr(_local, "calls", None)
     if calls is None:
         calls = _local.calls = {}
     key = (conversation_id, event_seq)
@@ -46,77 +47,135 @@ def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]
     return calls.setdefault(key, [])
 
 
-def _take(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
-    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] = getattr(_local, "calls", {})
+def _take(conversation_id: uuid.UUID, event_seq: int) -> list[Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[Frame]] = getattr(_local, "calls", {})
     return calls.pop((conversation_id, event_seq), [])
 
 
 def on_display_messages_saved(
-    sender: Any, *, conversation: Conversation, rows: list[DisplayMessage], event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    rows: list[DisplayMessage],
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``display_message_saved`` per created row, by seq."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     collected = _collected(conversation.pk, event_seq)
     for row in sorted(rows, key=lambda r: r.seq):
-        collected.append(frames.row_frame("display_message_saved", conversation.pk, row, event_seq))
+        collected.append(
+            framing.row_frame("display_message_saved", conversation.pk, row, event_seq)
+        )
 
 
 def on_display_message_updated(
-    sender: Any, *, conversation: Conversation, row: DisplayMessage, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    row: DisplayMessage,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``display_message_updated`` per changed row (sent by seq)."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.row_frame("display_message_updated", conversation.pk, row, event_seq)
+        framing.row_frame("display_message_updated", conversation.pk, row, event_seq)
     )
 
 
 def on_tool_call_updated(
-    sender: Any, *, conversation: Conversation, tool_call: ToolCall, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    tool_call: ToolCall,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``tool_execution_update`` per call whose status moved."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.tool_frame(conversation.pk, tool_call, event_seq)
+        framing.tool_frame(conversation.pk, tool_call, event_seq)
     )
 
 
-def on_status_changed(sender: Any, *, conversation: Conversation, event_seq: int, **_: Any) -> None:
+def on_status_changed(
+    sender: Any, *, conversation: Conversation, event_seq: int, logged: bool = False, **_: Any
+) -> None:
     """``status_changed`` with the status and pending ask at commit."""
-    _collected(conversation.pk, event_seq).append(frames.status_frame(conversation, event_seq))
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
+    _collected(conversation.pk, event_seq).append(framing.status_frame(conversation, event_seq))
 
 
 def on_conversation_updated(
-    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+    sender: Any, *, conversation: Conversation, event_seq: int, logged: bool = False, **_: Any
 ) -> None:
     """``conversation_updated`` with the summary at commit."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.conversation_updated_frame(conversation, event_seq)
+        framing.conversation_updated_frame(conversation, event_seq)
     )
 
 
 def on_child_updated(
-    sender: Any, *, conversation: Conversation, child: Conversation, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    child: Conversation,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """``child_updated`` on the parent's stream, with the child's summary at commit."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.child_frame(conversation.pk, child, event_seq)
+        framing.child_frame(conversation.pk, child, event_seq)
     )
 
 
 def on_child_deleted(
-    sender: Any, *, conversation: Conversation, child_id: uuid.UUID, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    child_id: uuid.UUID,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """``child_deleted`` on the parent's stream."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.child_deleted_frame(conversation.pk, child_id, event_seq)
+        framing.child_deleted_frame(conversation.pk, child_id, event_seq)
     )
 
 
 def on_conversation_saved(
-    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    event_seq: int,
+    frames: list[Frame] | None = None,
+    sidebar: Frame | None = None,
+    **_: Any,
 ) -> None:
     """Publish the call's frames (even none: the event_seq itself is news) to the conversation
-    group, and ``conversation_saved`` to the owner's sidebar."""
+    group, and ``conversation_saved`` to the owner's sidebar. ``frames`` and ``sidebar``, when
+    given, are those the write logged (docs/websocket.md "The frame log"): sent as they are, so a
+    socket gets the same frames whichever process wrote."""
     broadcaster = get_broadcaster()
     collected = _take(conversation.pk, event_seq)
+    if frames is not None:
+        collected = frames
     if event_seq > 0:
         broadcaster.publish(
             group_name("conversation", conversation.pk),
@@ -129,7 +188,7 @@ def on_conversation_saved(
                 "type": "murmur.sidebar",
                 "conversation_id": str(conversation.pk),
                 "event_seq": event_seq,
-                "frame": frames.saved_frame(conversation, event_seq),
+                "frame": sidebar or framing.saved_frame(conversation, event_seq),
             },
         )
 
@@ -140,7 +199,7 @@ def on_conversation_deleted(
     """``conversation_deleted`` to the conversation's sockets (which then close 4404) and to the
     owner's sidebar."""
     broadcaster = get_broadcaster()
-    message = {"type": "murmur.deleted", "frame": frames.deleted_frame(conversation_id)}
+    message = {"type": "murmur.deleted", "frame": framing.deleted_frame(conversation_id)}
     broadcaster.publish(group_name("conversation", conversation_id), message)
     if owner_id is not None:
         broadcaster.publish(group_name("sidebar", owner_id), message)
@@ -152,7 +211,7 @@ def on_delta(
     """``display_message_delta``: ephemeral, published at once."""
     get_broadcaster().publish(
         group_name("conversation", conversation.pk),
-        {"type": "murmur.delta", "frame": frames.delta_frame(conversation.pk, stream_id, text)},
+        {"type": "murmur.delta", "frame": framing.delta_frame(conversation.pk, stream_id, text)},
     )
 
 

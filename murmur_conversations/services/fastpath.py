@@ -8,7 +8,8 @@ One statement updates the conversation row (which locks it and numbers the batch
 record rows and inserts the display rows (and, for messages that carry usage, adds to the token
 counters and inserts their usage rows), so the invariants hold exactly as on the general path:
 positions and seqs come from the locked counters, and one event_seq is taken. The signals go
-through ``writing.announce``, as on the general path. Private to ``murmur_conversations.services``.
+through ``writing.announce``, as on the general path; with the frame log on (docs/websocket.md
+"The frame log") the statement and the log's row run in one transaction. Private to ``murmur_conversations.services``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 from django.db import IntegrityError, connections, models, transaction
 
 from murmur_conversations import jsonenc
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import WriteConflict
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import (
     Conversation,
@@ -149,11 +152,29 @@ def try_append(
     than the stored one."""
     stamps = [t or now for t in (times or [None] * len(messages))]
     params, parts_by_message = _parameters(conversation_pk, messages, now, stamps)
-    row = _execute(using, params, with_usage="u_index" in params)
-    if row is None:
-        return None
-    conversation, rows = _rebuild(row, parts_by_message, stamps)
-    announce(conversation, using, conversation.last_event_seq, created=rows)
+    with_usage = "u_index" in params
+    connection = connections[using]
+    if connection.in_atomic_block or not app_settings.frame_log:
+        row = _execute(using, params, with_usage=with_usage)
+        if row is None:
+            return None
+        conversation, rows = _rebuild(row, parts_by_message, stamps)
+        announce(conversation, using, conversation.last_event_seq, created=rows)
+        return conversation, rows
+    # The frame log's row (written by announce) commits with the change: one transaction.
+    try:
+        with database_errors(), transaction.atomic(using=using):
+            with connection.cursor() as cursor:
+                cursor.execute(_sql(with_usage), params)
+                row = cursor.fetchone()
+            if row is None:
+                return None
+            conversation, rows = _rebuild(tuple(row), parts_by_message, stamps)
+            announce(conversation, using, conversation.last_event_seq, created=rows)
+    except WriteConflict as error:
+        if isinstance(error.__cause__, IntegrityError):
+            return None  # a concurrent writer stored one of the ids first: the general path
+        raise
     return conversation, rows
 
 

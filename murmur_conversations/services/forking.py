@@ -26,7 +26,6 @@ from django.db import router, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from murmur_conversations import signals
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import (
     ContentType,
@@ -43,11 +42,11 @@ from murmur_conversations.projection import transcript_entry
 from murmur_conversations.services.copying import column, db_value, insert_select, table
 from murmur_conversations.services.writing import (
     ConversationRef,
+    announce_saved,
     conversation_pk,
     database_errors,
     lock_conversation,
     owner_pk,
-    send_on_commit,
 )
 from murmur_conversations.validation import check_short_string
 
@@ -311,7 +310,5 @@ def fork_conversation(
             .count()
         )
         fork.save(using=using, update_fields=["tool_call_count", "held_results"])
-        send_on_commit(
-            signals.conversation_saved, using, conversation=fork, event_seq=fork.last_event_seq
-        )
+        announce_saved(fork, using, fork.last_event_seq)
     return fork
