@@ -151,8 +151,8 @@ async def test_deactivation_and_password_change_close_every_socket(
     await db_async(apply)()
     # Only what was published before the change (the fixture's conversation_saved) may precede
     # the close; nothing written after it reaches either socket.
-    for frames in (await frames_then_close(stream, 4401), await frames_then_close(socket, 4401)):
-        assert all(frame.get("event_seq", 0) == 0 for frame in frames), frames
+    for received in (await frames_then_close(stream, 4401), await frames_then_close(socket, 4401)):
+        assert all(frame.get("event_seq", 0) == 0 for frame in received), received
 
 
 async def test_other_user_saves_do_not_close(
