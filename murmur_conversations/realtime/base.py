@@ -9,6 +9,7 @@ import logging
 from typing import Any, Final
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
@@ -30,6 +31,7 @@ CLOSE_NOT_FOUND: Final = 4404
 CLOSE_BAD_SINCE: Final = 4400
 CLOSE_TOO_BIG: Final = 1009
 CLOSE_BINARY: Final = 1003
+CLOSE_INTERNAL: Final = 1011
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -53,8 +55,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     # ------------------------------------------------------------------ connection
 
     async def authenticate(self) -> bool:
-        """Check the scope's user (else close 4401) and join the groups that revoke this socket:
-        the user's (deactivation, password change) and the session's (logout)."""
+        """Check the scope's user, else close 4401. Joins nothing: every other check of the
+        connection (the id, ``since``) comes before :meth:`join_revocation`, so a refused
+        connection never subscribed to anything."""
         user = self.scope.get("user")
         if (
             user is None
@@ -65,11 +68,15 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return False
         self.user = user
         self.digest = auth_digest(user)
-        await self.join(group_name("user", user.pk))
+        return True
+
+    async def join_revocation(self) -> None:
+        """Join the groups that revoke this socket: the user's (deactivation, password change)
+        and the session's (logout)."""
+        await self.join(group_name("user", self.user.pk))
         session = session_of(self.scope)
         if session:
             await self.join(group_name("session", session))
-        return True
 
     async def join(self, group: str) -> None:
         """Subscribe to ``group`` (nothing without a channel layer). A layer connection left stale
@@ -91,6 +98,18 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as error:  # a dead layer must not break the shutdown
                 logger.warning("leaving %s failed: %r", group, error)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, but an unexpected error in a handler closes the socket with 1011
+        (logged) instead of crashing the consumer without a close frame."""
+        try:
+            await super().dispatch(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            logger.exception("websocket %s failed on %r", self.channel_name, message.get("type"))
+            with contextlib.suppress(Exception):
+                await self.shut(CLOSE_INTERNAL)
 
     async def shut(self, code: int) -> None:
         """Close with ``code`` once; stop the tail and leave the groups."""

@@ -77,6 +77,7 @@ class ConversationConsumer(LiveConsumer):
             await self.shut(CLOSE_BAD_SINCE)
             return
         self.pk = pk
+        await self.join_revocation()
         await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
         conversation = await database_sync_to_async(reads.conversation)(pk)
         if conversation is None:
@@ -211,6 +212,7 @@ class UserStreamConsumer(LiveConsumer):
         await self.accept()
         if not await self.authenticate():
             return
+        await self.join_revocation()
         await self.join(group_name("sidebar", self.user.pk))
         if self.tails():
             self.watermark = timezone.now() - SAVED_AT_MARGIN
