@@ -145,6 +145,24 @@ def channel_layers_from_env() -> dict[str, Any]:
 
 CHANNEL_LAYERS = channel_layers_from_env()
 
+
+def caches_from_env() -> dict[str, Any]:
+    """Redis from ``REDIS_URL`` (websocket tickets must be shared by every process that issues or
+    redeems them, docs/deployment.md "Tickets"), else Django's local-memory cache (one process)."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": url,
+                "KEY_PREFIX": os.environ.get("MURMUR_CHANNEL_PREFIX", "murmur-demo"),
+            }
+        }
+    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+CACHES = caches_from_env()
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

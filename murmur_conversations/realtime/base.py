@@ -32,6 +32,8 @@ CLOSE_BAD_SINCE: Final = 4400
 CLOSE_TOO_BIG: Final = 1009
 CLOSE_BINARY: Final = 1003
 CLOSE_INTERNAL: Final = 1011
+#: The subprotocol the server answers with when the client offers it (docs/websocket.md).
+SUBPROTOCOL: Final = "murmur"
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -53,6 +55,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         return jsonenc.dumps(content)
 
     # ------------------------------------------------------------------ connection
+
+    async def accept_socket(self) -> None:
+        """Accept the handshake; with the ``murmur`` subprotocol when the client offered it (a
+        browser that passes its ticket in ``Sec-WebSocket-Protocol`` offers ``murmur`` too, and
+        must get one protocol back: never the ticket itself)."""
+        offered = self.scope.get("subprotocols") or []
+        await self.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
 
     async def authenticate(self) -> bool:
         """Check the scope's user, else close 4401. Joins nothing: every other check of the

@@ -63,7 +63,7 @@ class ConversationConsumer(LiveConsumer):
         return self.pk
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
         raw_id = self.scope.get("url_route", {}).get("kwargs", {}).get("id")
@@ -209,7 +209,7 @@ class UserStreamConsumer(LiveConsumer):
         self.watermark: datetime = timezone.now()
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
         await self.join_revocation()

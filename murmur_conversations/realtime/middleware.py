@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
 from murmur_conversations.realtime.scope import query_values
-from murmur_conversations.tickets import redeem_ticket
+from murmur_conversations.tickets import TICKET_PREFIX, redeem_ticket
 
 __all__ = [
     "CookieOriginMiddleware",
@@ -27,6 +27,7 @@ __all__ = [
     "TicketMiddleware",
     "allowed_origins",
     "origin_allowed",
+    "ticket_candidates",
 ]
 
 ASGIApp = Any
@@ -76,25 +77,39 @@ class CookieOriginMiddleware:
 
 
 class TicketMiddleware:
-    """With a ``ticket`` query parameter, set ``scope["user"]`` from ``tickets.redeem_ticket``
-    (AnonymousUser when it is malformed, forged, expired, repeated or voided) and
-    ``scope["murmur_session"]`` to the digest of the session it was issued under."""
+    """With a ticket (a ``ticket`` query parameter, or an ``mwt_...`` entry of the
+    ``Sec-WebSocket-Protocol`` header), set ``scope["user"]`` from ``tickets.redeem_ticket``
+    (AnonymousUser when it is malformed, unknown, expired, used, voided, or given more than once)
+    and ``scope["murmur_ticket"]`` to the redeemed ticket (its session and credential), so the
+    socket ends with them. A ticket decides alone, whatever cookie comes with it."""
 
     def __init__(self, inner: ASGIApp) -> None:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        values = query_values(scope, "ticket")
-        if values is not None:
+        offered = ticket_candidates(scope)
+        if offered is not None:
             ticket = None
-            if len(values) == 1:
-                ticket = await database_sync_to_async(redeem_ticket)(values[0])
+            if len(offered) == 1:
+                ticket = await database_sync_to_async(redeem_ticket)(offered[0])
             scope = {
                 **scope,
                 "user": ticket.user if ticket is not None else AnonymousUser(),
                 "murmur_session": ticket.session if ticket is not None else "",
+                "murmur_ticket": ticket,
             }
         return await self.inner(scope, receive, send)
+
+
+def ticket_candidates(scope: dict[str, Any]) -> list[str] | None:
+    """Every ticket the connection offers: the ``ticket`` query values and the subprotocols that
+    start with ``mwt_``; None when it offers none (docs/websocket.md "Connecting")."""
+    values = list(query_values(scope, "ticket") or ())
+    protocols = scope.get("subprotocols") or []
+    values += [p for p in protocols if isinstance(p, str) and p.startswith(TICKET_PREFIX)]
+    if values or query_values(scope, "ticket") is not None:
+        return values
+    return None
 
 
 def MurmurAuthMiddlewareStack(inner: ASGIApp) -> ASGIApp:
