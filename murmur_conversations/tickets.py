@@ -27,6 +27,7 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.cache import BaseCache, caches
 from django.db import models
+from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from murmur_conversations.conf import app_settings
@@ -108,28 +109,69 @@ def _take(ticket: Any) -> dict[str, Any] | None:
     return payload
 
 
-def session_alive(session_key: str, user_pk: Any) -> bool:
-    """Whether the server session ``session_key`` still exists, has not expired and still names
-    ``user_pk`` as its user (logout, ``clearsessions``, "log out everywhere" and a new login all
-    end it). Queries the session store."""
+def _session_store() -> Any:
     from importlib import import_module
 
     from django.conf import settings
 
-    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-    data = store.load()
-    return bool(data) and str(data.get("_auth_user_id", "")) == str(user_pk)
+    return import_module(settings.SESSION_ENGINE).SessionStore
 
 
-def credential_alive(credential: tuple[str, str] | list[str] | None) -> bool:
+def sessions_alive(session_keys: set[str]) -> dict[str, str]:
+    """``{session key: the pk of its user, as text}`` of the keys whose server session still
+    exists, has not expired and has a signed-in user (logout, ``clearsessions``, "log out
+    everywhere" and a new login end a session). With the database session backends (``db``,
+    ``cached_db``) one query for all keys, read from the database; other backends load each
+    session."""
+    from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
+
+    if not session_keys:
+        return {}
+    store_class = _session_store()
+    alive: dict[str, str] = {}
+    if issubclass(store_class, DatabaseStore):
+        model = store_class.get_model_class()
+        rows = model.objects.filter(
+            session_key__in=session_keys, expire_date__gt=timezone.now()
+        ).values_list("session_key", "session_data")
+        decoder = store_class()
+        for key, data in rows:
+            user_pk = decoder.decode(data).get("_auth_user_id")
+            if user_pk is not None:
+                alive[key] = str(user_pk)
+        return alive
+    for key in session_keys:
+        user_pk = store_class(key).load().get("_auth_user_id")
+        if user_pk is not None:
+            alive[key] = str(user_pk)
+    return alive
+
+
+def session_alive(session_key: str, user_pk: Any) -> bool:
+    """Whether the server session ``session_key`` still exists and names ``user_pk`` as its user
+    (:func:`sessions_alive` of one key)."""
+    return sessions_alive({session_key}).get(session_key) == str(user_pk)
+
+
+def credentials_alive(credentials: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those of the credentials of :func:`credential_ref` that still exist: one query per model."""
+    by_model: dict[str, set[str]] = {}
+    for label, pk in credentials:
+        by_model.setdefault(label, set()).add(pk)
+    alive: set[tuple[str, str]] = set()
+    for label, pks in by_model.items():
+        try:
+            model = apps.get_model(label)
+        except (LookupError, ValueError):
+            continue
+        found = model._default_manager.filter(pk__in=pks).values_list("pk", flat=True)
+        alive.update((label, str(pk)) for pk in found)
+    return alive
+
+
+def credential_alive(credential: tuple[str, str] | None) -> bool:
     """Whether the credential of :func:`credential_ref` still exists (True for None)."""
-    if not credential:
-        return True
-    try:
-        model = apps.get_model(credential[0])
-    except (LookupError, ValueError):
-        return False
-    return bool(model._default_manager.filter(pk=credential[1]).exists())
+    return credential is None or credential in credentials_alive({credential})
 
 
 def redeem_ticket(ticket: Any) -> Ticket | None:

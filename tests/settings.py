@@ -139,13 +139,15 @@ CHANNEL_LAYERS: dict[str, Any] = {
 def test_caches() -> dict[str, Any]:
     """``CACHES``: websocket tickets are issued by the test process and redeemed by server
     processes it starts, so the cache must be shared (docs/deployment.md "Tickets"): Redis when
-    ``REDIS_URL`` is set (keys under the run's prefix), else files in a folder of the run."""
+    ``REDIS_URL`` is set (keys under a prefix of the run's suffix), else files in a folder of the
+    run."""
     if _REDIS_URL:
         return {
             "default": {
                 "BACKEND": "django.core.cache.backends.redis.RedisCache",
                 "LOCATION": _REDIS_URL,
-                "KEY_PREFIX": os.environ.get("MURMUR_CHANNEL_PREFIX", "murmur-tests"),
+                # Not the channel prefix: server processes get a private one per test.
+                "KEY_PREFIX": f"murmur-test-cache{_SUFFIX}",
             }
         }
     return {

@@ -333,6 +333,10 @@ async def test_socket_hostile_since_closes_4400_before_joining(
         ("ws/conversations/?ticket=%ED%A0%80", False, 4401),
         ("ws/conversations/?ticket=inf&ticket=NaN", False, 4401),
         (f"ws/conversations/{HUGE}/?ticket={HUGE}", False, 4401),
+        (f"ws/shared/{HUGE}/", False, 4404),
+        ("ws/shared/\ud800/", False, 4404),
+        ("ws/shared/%ED%A0%80/?since=inf", False, 4404),
+        (f"ws/shared/msh_{'A' * 43}/extra/{HUGE}", False, 4404),
     ],
 )
 async def test_socket_hostile_path_and_ticket_close_with_their_code(

@@ -12,6 +12,7 @@ conversations. On a process-local layer both also tail the database.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -19,12 +20,15 @@ from typing import Any, Final
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from murmur_conversations import services
 from murmur_conversations.conf import app_settings
-from murmur_conversations.models import Conversation
+from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
+from murmur_conversations.models import AccessSurface, Conversation
 from murmur_conversations.realtime import frames, reads
 from murmur_conversations.realtime.base import (
     CLOSE_BAD_SINCE,
     CLOSE_NOT_FOUND,
+    CLOSE_TRY_LATER,
     LiveConsumer,
 )
 from murmur_conversations.realtime.groups import group_name
@@ -77,11 +81,14 @@ class ConversationConsumer(LiveConsumer):
             await self.shut(CLOSE_BAD_SINCE)
             return
         self.pk = pk
+        self.watch(group_name("conversation", pk), self.user_access(pk))
         await self.join_revocation()
         await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
         conversation = await database_sync_to_async(reads.conversation)(pk)
         if conversation is None:
             await self.gone()
+            return
+        if conversation.owner_id != self.user.pk and not await self.log_read(conversation):
             return
         await self.send_json(frames.snapshot_frame(conversation))
         self.last_seen = conversation.last_event_seq
@@ -91,6 +98,22 @@ class ConversationConsumer(LiveConsumer):
             await self.send_changes(conversation, after=since, replay=True)
         if self.tails():
             self.start_tail()
+
+    async def log_read(self, conversation: Conversation) -> bool:
+        """A ``SCOPE`` reader who is not the owner: one access-log entry for this socket
+        (``ws-conversation``, docs/api.md "Access log"); a read that cannot be logged is not
+        shown (close 1013, try again later)."""
+        try:
+            await database_sync_to_async(services.log_access)(
+                conversation=conversation, actor=self.user, surface=AccessSurface.WS_CONVERSATION
+            )
+        except ConversationNotFound:
+            await self.gone()
+            return False
+        except WriteConflict:
+            await self.shut(CLOSE_TRY_LATER)
+            return False
+        return True
 
     async def send_changes(self, conversation: Conversation, *, after: int, replay: bool) -> None:
         """Send the rows changed in ``(after, conversation.last_event_seq]`` (created after
@@ -156,6 +179,8 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             if event_seq <= self.last_seen:
                 return  # already covered by the snapshot, the replay or a gap fill
+            if not await self.confirmed(message.get("at")):
+                return  # lost access: closed, nothing of this event goes out
             if event_seq > self.last_seen + 1:
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
@@ -169,8 +194,8 @@ class ConversationConsumer(LiveConsumer):
             self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
-        """Ephemeral streamed text: forwarded at once."""
-        if not self.closed:
+        """Ephemeral streamed text: forwarded once access is confirmed."""
+        if not self.closed and await self.confirmed(message.get("at")):
             await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
@@ -184,6 +209,7 @@ class ConversationConsumer(LiveConsumer):
         """Read the head; when it was already ahead at the previous poll (so the live event is not
         coming: another process wrote), fill the gap from the database."""
         pk = self.conversation_pk
+        read_at = time.time()
         conversation = await shared_reads().read(
             ("conversation", pk),
             window=app_settings.db_tail_interval / 2,
@@ -193,7 +219,7 @@ class ConversationConsumer(LiveConsumer):
             if conversation is None:
                 await self.gone()
                 return
-            if self.behind > self.last_seen:
+            if self.behind > self.last_seen and await self.confirmed(read_at):
                 await self.fill()
             head = conversation.last_event_seq
             self.behind = head if head > self.last_seen else 0
@@ -212,6 +238,7 @@ class UserStreamConsumer(LiveConsumer):
         await self.accept_socket()
         if not await self.authenticate():
             return
+        self.watch(group_name("sidebar", self.user.pk), self.user_access())
         await self.join_revocation()
         await self.join(group_name("sidebar", self.user.pk))
         if self.tails():
@@ -229,12 +256,14 @@ class UserStreamConsumer(LiveConsumer):
             return
         if self.sent.get(conversation_id, -1) >= event_seq:
             return
+        if not await self.confirmed(message.get("at")):
+            return
         self.sent[conversation_id] = event_seq
         await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """``conversation_deleted``."""
-        if self.closed:
+        if not await self.confirmed(message.get("at")):
             return
         self.sent.pop(str(message["frame"].get("conversation_id")), None)
         await self.send_json(message["frame"])
@@ -242,7 +271,10 @@ class UserStreamConsumer(LiveConsumer):
     async def tail_once(self) -> None:
         """Send ``conversation_saved`` for conversations saved since the watermark that this socket
         has not announced at their current event_seq."""
+        read_at = time.time()
         recent = await database_sync_to_async(reads.recently_saved)(self.user, since=self.watermark)
+        if recent and not await self.confirmed(read_at):
+            return
         for conversation in recent:
             key = str(conversation.pk)
             if self.closed:
