@@ -13,15 +13,20 @@ from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 from rest_framework.test import APIClient
+from schemathesis import Case, checks
+from schemathesis.core.result import Ok
+from schemathesis.generation.modes import GenerationMode
 
 from murmur_conversations import hooks, services
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime.scope import InvalidSince, since_of
-from tests.api_helpers import API, post_body, token_client
+from tests.api_helpers import API, keep_test_connection, load_schema, post_body, token_client
 from tests.helpers import MakeConversation, MakeUser
 from tests.realtime_helpers import TIMEOUT, connect, db_async, expect_close
 
@@ -357,3 +362,41 @@ async def test_socket_client_frames_with_surrogates_are_ignored(
     await communicator.send_to(text_data=HUGE[:4000])
     await communicator.send_to(text_data="\ud800" * 2000)  # 6000 bytes in UTF-8: too big
     await expect_close(communicator, 1009)
+
+
+# ------------------------------------------------------------------------------ schemathesis
+
+
+def test_negative_schema_cases_are_never_a_server_error(
+    world: tuple[APIClient, list[str]],
+) -> None:
+    """Schemathesis' negative mode on every operation of the served schema: wrong types, values
+    out of range, missing and extra fields; never a 500."""
+    client, _ = world
+    schema = load_schema(client)
+    token = str(getattr(client, "_credentials")["HTTP_AUTHORIZATION"])  # noqa: B009
+    app = get_wsgi_application()
+    skipped = 0
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
+        operation = result.ok()
+
+        @settings(
+            QUICK,
+            max_examples=10,
+            suppress_health_check=[*QUICK.suppress_health_check, HealthCheck.filter_too_much],
+        )
+        @given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+        def check(case: Case[Any]) -> None:
+            with keep_test_connection():
+                case.call_and_validate(
+                    app=app,
+                    headers={"Authorization": token},
+                    checks=[checks.not_a_server_error],
+                )
+
+        try:
+            check()
+        except Unsatisfiable:  # nothing of this operation can be made invalid
+            skipped += 1
+    assert skipped < 10

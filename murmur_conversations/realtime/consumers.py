@@ -154,11 +154,13 @@ class ConversationConsumer(LiveConsumer):
         self.title = conversation.title
 
     async def fill(self) -> None:
-        """Catch up from the database to its head (the lock is held)."""
+        """Catch up from the database to its head (the lock is held), once access is confirmed by
+        a check that started after the head was read (docs/security.md)."""
+        read_at = time.time()
         conversation = await database_sync_to_async(reads.conversation)(self.conversation_pk)
         if conversation is None:
             await self.gone()
-        elif conversation.last_event_seq > self.last_seen and not self.closed:
+        elif conversation.last_event_seq > self.last_seen and await self.confirmed(read_at):
             await self.send_changes(conversation, after=self.last_seen, replay=False)
 
     async def gone(self) -> None:
@@ -209,7 +211,6 @@ class ConversationConsumer(LiveConsumer):
         """Read the head; when it was already ahead at the previous poll (so the live event is not
         coming: another process wrote), fill the gap from the database."""
         pk = self.conversation_pk
-        read_at = time.time()
         conversation = await shared_reads().read(
             ("conversation", pk),
             window=app_settings.db_tail_interval / 2,
@@ -219,7 +220,7 @@ class ConversationConsumer(LiveConsumer):
             if conversation is None:
                 await self.gone()
                 return
-            if self.behind > self.last_seen and await self.confirmed(read_at):
+            if self.behind > self.last_seen:
                 await self.fill()
             head = conversation.last_event_seq
             self.behind = head if head > self.last_seen else 0

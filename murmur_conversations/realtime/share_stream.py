@@ -129,14 +129,15 @@ class SharedConsumer(LiveConsumer):
             )
 
     async def catch_up(self, at: float) -> None:
-        """Confirm the link (and the reader) for news of ``at``, then send what changed."""
+        """Send what changed since ``last_seen``, once the link (and the reader) are confirmed
+        for news of ``at``; nothing to send costs no access check."""
         async with self.lock:
-            if self.closed or self.pk is None or not await self.confirmed(at):
+            if self.closed or self.pk is None:
                 return
             conversation = await database_sync_to_async(reads.conversation)(self.pk)
             if conversation is None:
                 await self.shut(CLOSE_NOT_FOUND)
-            elif conversation.last_event_seq > self.last_seen:
+            elif conversation.last_event_seq > self.last_seen and await self.confirmed(at):
                 await self.send_shared_changes(conversation)
 
     async def murmur_events(self, message: dict[str, Any]) -> None:
@@ -154,5 +155,6 @@ class SharedConsumer(LiveConsumer):
         await self.shut(CLOSE_NOT_FOUND)
 
     async def tail_once(self) -> None:
-        """Process-local layer: writes of other processes, from the database."""
+        """Process-local layer: writes of other processes, from the database (the read starts
+        after ``at``, so a confirmation for ``at`` covers what it finds)."""
         await self.catch_up(time.time())
