@@ -2,6 +2,7 @@
 """Bootstrap and run murmur_conversations: the README's two commands.
 
     python3 dev.py demo   create .venv, install, migrate, create the demo user, serve on :8000
+                          (MURMUR_PORT / MURMUR_HOST choose another address)
     python3 dev.py test   create .venv, install, run the library's and the demo's tests (extra
                           args go to pytest)
     python3 dev.py lint   ruff, mypy, manage.py check, makemigrations --check
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import sys
 import venv
@@ -85,7 +87,24 @@ def _env(settings: str) -> dict[str, str]:
     return env
 
 
+def _port_is_free(host: str, port: str) -> bool:
+    """Whether a server could listen on ``host:port`` now (a bind test, closed at once)."""
+    try:
+        family = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, int(port)))
+    except (OSError, ValueError, OverflowError):
+        return False
+    return True
+
+
 def demo(extra: list[str]) -> None:
+    if not _port_is_free(HOST, PORT):
+        sys.exit(
+            f"Cannot serve the demo on {HOST}:{PORT}: the port is in use (or not a port). "
+            f"Pick another one, e.g. MURMUR_PORT=8001 python3 dev.py demo"
+        )
     python = ensure_environment()
     env = _env("project.settings")
     # The demo's own address, unless the environment names the hosts (docs/deployment.md).

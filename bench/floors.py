@@ -268,11 +268,11 @@ def sqlite_connect(path: str) -> sqlite3.Connection:
 def _sqlite_reserve(conn: sqlite3.Connection, conv_hex: str, count: int) -> tuple[int, int, int]:
     conv, _, _ = _tables()
     row = conn.execute(
-        f"""UPDATE {conv} SET record_length = record_length + ?1,
-            transcript_count = transcript_count + ?1, last_seq = last_seq + ?1,
-            last_event_seq = last_event_seq + 1, saved_at = ?2
-            WHERE id = ?3 RETURNING record_length, last_seq, last_event_seq""",
-        (count, _sqlite_now(), conv_hex),
+        f"""UPDATE {conv} SET record_length = record_length + :n,
+            transcript_count = transcript_count + :n, last_seq = last_seq + :n,
+            last_event_seq = last_event_seq + 1, saved_at = :now
+            WHERE id = :conv RETURNING record_length, last_seq, last_event_seq""",
+        {"n": count, "now": _sqlite_now(), "conv": conv_hex},
     ).fetchone()
     return row[0] - count, row[1] - count, row[2]
 

@@ -55,7 +55,11 @@ def _json_loads(files: list[str], _: Any) -> None:
                     json.loads(line)
 
 
-def _orjson_copy(files: list[str], _: Any) -> None:
+def orjson_copy(files: list[str], _: Any) -> None:
+    """The ``orjson+COPY`` floor: one conversation per file in ``files`` (JSONL paths), its lines
+    parsed with orjson and written with one ``COPY`` per table on a bare psycopg connection to
+    ``BENCH_DATABASE_URL``. Names only the columns it sets; the rest take their database
+    defaults (docs/write-path.md "Writers outside the ORM")."""
     import orjson
     import psycopg
 
@@ -126,7 +130,7 @@ VARIANTS: dict[str, Any] = {
     "ours": _ours,
     "ours-as": _ours,
     "json.loads": _json_loads,
-    "orjson+COPY": _orjson_copy,
+    "orjson+COPY": orjson_copy,
 }
 
 

@@ -51,7 +51,7 @@ class LangchainHistory:
 def langchain_available() -> str | None:
     """None when langchain-postgres imports, else why not (shown in the table and JSON)."""
     try:
-        import langchain_postgres  # noqa: F401
+        import langchain_postgres  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError as error:
         return (
             f"langchain-postgres is not installed ({error}); pip install -r bench/requirements.txt"
@@ -61,15 +61,15 @@ def langchain_available() -> str | None:
 
 def create_langchain_table(conn: psycopg.Connection[Any]) -> None:
     """Create langchain-postgres' table and index with its own ``create_tables``."""
-    from langchain_postgres import PostgresChatMessageHistory
+    from langchain_postgres import PostgresChatMessageHistory  # type: ignore[import-not-found,unused-ignore]
 
     PostgresChatMessageHistory.create_tables(conn, LANGCHAIN_TABLE)
 
 
 def langchain_history(conn: psycopg.Connection[Any]) -> LangchainHistory:
     """A new langchain-postgres session on ``conn``."""
-    from langchain_core.messages import HumanMessage
-    from langchain_postgres import PostgresChatMessageHistory
+    from langchain_core.messages import HumanMessage  # type: ignore[import-not-found,unused-ignore]
+    from langchain_postgres import PostgresChatMessageHistory  # type: ignore[import-not-found,unused-ignore]
 
     history = PostgresChatMessageHistory(LANGCHAIN_TABLE, str(uuid.uuid4()), sync_connection=conn)
     return LangchainHistory(history, HumanMessage)

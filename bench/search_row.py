@@ -30,7 +30,7 @@ QUERIES = {  # variant suffix: (query, ILIKE pattern or None)
 }
 
 
-def _fill(alias: str, owner_id: Any, count: int) -> list[Any]:
+def fill(alias: str, owner_id: Any, count: int) -> list[Any]:
     """Conversations of ``owner_id`` holding ``count`` text rows in all (set-based SQL), with
     matching counters; then the planner's statistics. Returns the conversation ids."""
     from django.db import connections, transaction
@@ -140,7 +140,7 @@ def search(track: Track, sizes: Sizes) -> Benchmark:
         ._default_manager.db_manager(track.alias)
         .create_user(username=f"bench-searcher-{track.name}")
     )
-    _fill(track.alias, owner.pk, sizes.search_rows)
+    fill(track.alias, owner.pk, sizes.search_rows)
     ops = sizes.search_ops
     scan_ops = max(1, ops // 5) if sizes.search_rows >= 100_000 else ops  # a scan is slow
     variants = [Variant(GOAL, lambda: 0.05, 1, measures=True)]

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 
@@ -146,23 +147,26 @@ class Conversation(models.Model):
         on_delete=models.CASCADE,
         related_name="murmur_conversations",
     )
-    title = models.CharField(max_length=255, blank=True, default="")
-    metadata = models.JSONField(default=dict, blank=True)
+    title = models.CharField(max_length=255, blank=True, default="", db_default="")
+    metadata = models.JSONField(default=dict, db_default={}, blank=True)
     status = models.CharField(
-        max_length=16, choices=ConversationStatus.choices, default=ConversationStatus.IDLE
+        max_length=16,
+        choices=ConversationStatus.choices,
+        default=ConversationStatus.IDLE,
+        db_default=ConversationStatus.IDLE,
     )
     pending_ask = models.JSONField(null=True, blank=True, default=None)
     #: The event_seq of the last write that set, changed or cleared ``pending_ask`` (0: none yet);
     #: an answer written against an earlier event_seq is stale (docs/write-path.md).
-    pending_ask_event_seq = models.PositiveBigIntegerField(default=0)
-    source = models.CharField(max_length=64, blank=True, default="")
-    external_id = models.CharField(max_length=255, blank=True, default="")
-    record_length = models.PositiveBigIntegerField(default=0)
-    transcript_count = models.PositiveBigIntegerField(default=0)
-    last_seq = models.PositiveBigIntegerField(default=0)
-    last_event_seq = models.PositiveBigIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
-    saved_at = models.DateTimeField(default=timezone.now)
+    pending_ask_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    source = models.CharField(max_length=64, blank=True, default="", db_default="")
+    external_id = models.CharField(max_length=255, blank=True, default="", db_default="")
+    record_length = models.PositiveBigIntegerField(default=0, db_default=0)
+    transcript_count = models.PositiveBigIntegerField(default=0, db_default=0)
+    last_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    last_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    saved_at = models.DateTimeField(default=timezone.now, db_default=Now())
     #: The conversation that launched this one (a subagent's parent), or None for a top-level
     #: conversation. Set when the child is created and never changed; deleting the parent deletes
     #: its children (docs/architecture.md "Child conversations").
@@ -176,34 +180,34 @@ class Conversation(models.Model):
     )
     #: The call id in the parent that launched this child ("" when the log does not say).
     #: Write-once: set at creation or later when still empty, never changed.
-    parent_call_id = models.CharField(max_length=255, blank=True, default="")
+    parent_call_id = models.CharField(max_length=255, blank=True, default="", db_default="")
     #: The parent's event_seq when this child was created: which call of a repeated call id
     #: launched it (``selectors.launching_calls``).
-    parent_created_event_seq = models.PositiveBigIntegerField(default=0)
+    parent_created_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     #: The parent's event_seq of the last change of this child announced on the parent's stream
     #: (creation, status, steps, link); ``?since=`` replays children above it.
-    parent_event_seq = models.PositiveBigIntegerField(default=0)
+    parent_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     #: How many children this conversation has (a counter kept by the write path).
-    child_count = models.PositiveBigIntegerField(default=0)
+    child_count = models.PositiveBigIntegerField(default=0, db_default=0)
     #: How many tool calls this conversation has (a counter kept by the write path): a child's
     #: "steps" (docs/websocket.md "child_updated").
-    tool_call_count = models.PositiveBigIntegerField(default=0)
+    tool_call_count = models.PositiveBigIntegerField(default=0, db_default=0)
     # Token usage of the conversation's own assistant messages (docs/usage.md): counters kept by
     # the write path in the same write as the messages (never summed on read), in total and by
     # model (``{model: {counter: int}}``, the counters of ``usage.COUNTERS``).
-    input_tokens = models.PositiveBigIntegerField(default=0)
-    output_tokens = models.PositiveBigIntegerField(default=0)
-    cache_read_tokens = models.PositiveBigIntegerField(default=0)
-    cache_write_tokens = models.PositiveBigIntegerField(default=0)
-    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0)
-    reasoning_tokens = models.PositiveBigIntegerField(default=0)
-    usage_by_model = models.JSONField(default=dict, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    usage_by_model = models.JSONField(default=dict, db_default={}, blank=True)
     #: Organising (docs/api.md "Organising"): pinned conversations list first, archived ones only
     #: with ``?archived=``; ``tags`` is the ordered list of tag names, mirrored row by row in
     #: ConversationTag (which the ``?tag=`` filter reads through its index).
-    pinned = models.BooleanField(default=False)
-    archived = models.BooleanField(default=False)
-    tags = models.JSONField(default=list, blank=True)
+    pinned = models.BooleanField(default=False, db_default=False)
+    archived = models.BooleanField(default=False, db_default=False)
+    tags = models.JSONField(default=list, db_default=[], blank=True)
     #: Forks (docs/api.md "Forking"): the conversation this one was copied from (null once that one
     #: is deleted) and the display ``seq`` it was forked at.
     forked_from = models.ForeignKey(
@@ -286,12 +290,12 @@ class Message(models.Model):
     position = models.PositiveBigIntegerField()
     message_id = models.CharField(max_length=255)
     role = models.CharField(max_length=255)
-    content = models.JSONField(default=str)
-    tool_call_id = models.CharField(max_length=255, blank=True, default="")
-    is_error = models.BooleanField(default=False)
-    source_id = models.CharField(max_length=255, blank=True, default="")
-    extra = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    content = models.JSONField(default=str, db_default="")
+    tool_call_id = models.CharField(max_length=255, blank=True, default="", db_default="")
+    is_error = models.BooleanField(default=False, db_default=False)
+    source_id = models.CharField(max_length=255, blank=True, default="", db_default="")
+    extra = models.JSONField(default=dict, db_default={}, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("conversation", "position")
@@ -319,19 +323,28 @@ class ToolCall(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="tool_calls"
     )
     call_id = models.CharField(max_length=255)
-    name = models.CharField(max_length=255, blank=True, default="")
-    arguments = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=16, choices=ToolStatus.choices, default=ToolStatus.PENDING)
-    interrupt_reason = models.CharField(
-        max_length=32, choices=InterruptReason.choices, blank=True, default=InterruptReason.NONE
+    name = models.CharField(max_length=255, blank=True, default="", db_default="")
+    arguments = models.JSONField(default=dict, db_default={}, blank=True)
+    status = models.CharField(
+        max_length=16,
+        choices=ToolStatus.choices,
+        default=ToolStatus.PENDING,
+        db_default=ToolStatus.PENDING,
     )
-    display_text = models.TextField(blank=True, default="")
+    interrupt_reason = models.CharField(
+        max_length=32,
+        choices=InterruptReason.choices,
+        blank=True,
+        default=InterruptReason.NONE,
+        db_default=InterruptReason.NONE,
+    )
+    display_text = models.TextField(blank=True, default="", db_default="")
     result = models.JSONField(null=True, blank=True, default=None)
     error = models.JSONField(null=True, blank=True, default=None)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    event_seq = models.PositiveBigIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
+    event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("conversation", "id")
@@ -366,18 +379,21 @@ class DisplayMessage(models.Model):
     seq = models.PositiveBigIntegerField()
     message_type = models.CharField(max_length=16, choices=MessageType.choices)
     content_type = models.CharField(max_length=32, choices=ContentType.choices)
-    content = models.JSONField(default=dict)
+    content = models.JSONField(default=dict, db_default={})
     status = models.CharField(
-        max_length=16, choices=ToolStatus.choices, default=ToolStatus.COMPLETED
+        max_length=16,
+        choices=ToolStatus.choices,
+        default=ToolStatus.COMPLETED,
+        db_default=ToolStatus.COMPLETED,
     )
     tool_call = models.ForeignKey(
         ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="display_messages"
     )
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, db_default={}, blank=True)
     created_event_seq = models.PositiveBigIntegerField()
     event_seq = models.PositiveBigIntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
     #: The conversation owner's feedback on this row, ``{"rating", "comment"}`` or null: a copy of
     #: the owner's Feedback row kept by ``services.set_feedback``/``clear_feedback``, so websocket
     #: frames (one per conversation, not per reader) carry it without a query (docs/websocket.md).
@@ -429,8 +445,8 @@ class SourceRecord(models.Model):
     source_key = models.CharField(max_length=255)
     line_number = models.PositiveBigIntegerField(null=True, blank=True)
     raw = models.TextField()
-    record_type = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField(default=timezone.now)
+    record_type = models.CharField(max_length=64, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("conversation", "id")
@@ -464,17 +480,17 @@ class ImportedSource(models.Model):
     path = models.TextField()
     path_key = models.CharField(max_length=64)
     format = models.CharField(max_length=32)
-    options = models.CharField(max_length=64, blank=True, default="")
-    size = models.PositiveBigIntegerField(default=0)
-    mtime_ns = models.BigIntegerField(default=0)
-    head_size = models.PositiveIntegerField(default=0)
-    head_hash = models.CharField(max_length=64, blank=True, default="")
-    offset = models.PositiveBigIntegerField(default=0)
-    line = models.PositiveBigIntegerField(default=0)
+    options = models.CharField(max_length=64, blank=True, default="", db_default="")
+    size = models.PositiveBigIntegerField(default=0, db_default=0)
+    mtime_ns = models.BigIntegerField(default=0, db_default=0)
+    head_size = models.PositiveIntegerField(default=0, db_default=0)
+    head_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
+    offset = models.PositiveBigIntegerField(default=0, db_default=0)
+    line = models.PositiveBigIntegerField(default=0, db_default=0)
     state = models.JSONField(null=True, blank=True, default=None)
-    conversations = models.JSONField(default=list, blank=True)
-    titles = models.JSONField(default=dict, blank=True)
-    imported_at = models.DateTimeField(default=timezone.now)
+    conversations = models.JSONField(default=list, db_default=[], blank=True)
+    titles = models.JSONField(default=dict, db_default={}, blank=True)
+    imported_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("owner", "path")
@@ -500,7 +516,7 @@ class RedactionCount(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="redaction_counts"
     )
     detector = models.CharField(max_length=64)
-    count = models.PositiveBigIntegerField(default=0)
+    count = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ("conversation", "detector")
@@ -531,7 +547,7 @@ class Hold(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    placed_at = models.DateTimeField(default=timezone.now)
+    placed_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("-placed_at",)
@@ -586,7 +602,7 @@ class AccessLogEntry(models.Model):
     )
     actor_name = models.CharField(max_length=255)
     surface = models.CharField(max_length=64)
-    at = models.DateTimeField(default=timezone.now)
+    at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("-id",)
@@ -610,14 +626,14 @@ class MessageUsage(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="usage_rows"
     )
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="usage_row")
-    model = models.CharField(max_length=255, blank=True, default="")
-    input_tokens = models.PositiveBigIntegerField(default=0)
-    output_tokens = models.PositiveBigIntegerField(default=0)
-    cache_read_tokens = models.PositiveBigIntegerField(default=0)
-    cache_write_tokens = models.PositiveBigIntegerField(default=0)
-    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0)
-    reasoning_tokens = models.PositiveBigIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
+    model = models.CharField(max_length=255, blank=True, default="", db_default="")
+    input_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_write_1h_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("conversation", "id")
@@ -653,13 +669,18 @@ class Share(models.Model):
         related_name="murmur_shares",
     )
     token_hash = models.CharField(max_length=64, unique=True)
-    mode = models.CharField(max_length=16, choices=ShareMode.choices, default=ShareMode.SNAPSHOT)
-    require_login = models.BooleanField(default=False)
+    mode = models.CharField(
+        max_length=16,
+        choices=ShareMode.choices,
+        default=ShareMode.SNAPSHOT,
+        db_default=ShareMode.SNAPSHOT,
+    )
+    require_login = models.BooleanField(default=False, db_default=False)
     #: The conversation's ``last_event_seq`` when a snapshot link was made; null for live links.
     snapshot_event_seq = models.PositiveBigIntegerField(null=True, blank=True)
     #: A snapshot link's conversation summary as it was then (title, times, status, counts).
     snapshot = models.JSONField(null=True, blank=True, default=None)
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -695,15 +716,18 @@ class ShareRow(models.Model):
     seq = models.PositiveBigIntegerField()
     message_type = models.CharField(max_length=16, choices=MessageType.choices)
     content_type = models.CharField(max_length=32, choices=ContentType.choices)
-    content = models.JSONField(default=dict)
+    content = models.JSONField(default=dict, db_default={})
     status = models.CharField(
-        max_length=16, choices=ToolStatus.choices, default=ToolStatus.COMPLETED
+        max_length=16,
+        choices=ToolStatus.choices,
+        default=ToolStatus.COMPLETED,
+        db_default=ToolStatus.COMPLETED,
     )
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, db_default={}, blank=True)
     created_event_seq = models.PositiveBigIntegerField()
     event_seq = models.PositiveBigIntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("share", "seq")
@@ -745,9 +769,9 @@ class Feedback(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_feedback"
     )
     rating = models.SmallIntegerField(choices=Rating.choices)
-    comment = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    comment = models.TextField(blank=True, default="", db_default="")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    updated_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:
         ordering = ("conversation", "display_message", "user")

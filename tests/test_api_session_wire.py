@@ -97,6 +97,31 @@ def test_session_list_is_the_first_fifty(
     assert [s["sessionId"] for s in sessions] == [row["id"] for row in page]
 
 
+def test_session_list_hides_archived_conversations_like_the_rest_list(
+    client: APIClient, user: User, make_conversation: MakeConversation
+) -> None:
+    kept, archived, pinned = (make_conversation(owner=user) for _ in range(3))
+    services.update_conversation(conversation=archived, archived=True)
+    services.update_conversation(conversation=pinned, pinned=True)
+
+    def wire(body: dict[str, JSON]) -> list[str]:
+        response = post(client, {"op": "session-list", **body})
+        assert response.status_code == 200
+        return [s["sessionId"] for s in response.json()["sessions"]]
+
+    def rest(query: str) -> list[str]:
+        response = client.get(f"{API}conversations/?limit=50{query}")
+        return [row["id"] for row in response.json()["results"]]
+
+    assert wire({}) == [str(pinned.pk), str(kept.pk)] == rest("")
+    assert wire({"archived": "0"}) == rest("&archived=0")
+    assert wire({"archived": "1"}) == [str(archived.pk)] == rest("&archived=1")
+    assert set(wire({"archived": "all"})) == {str(c.pk) for c in (kept, archived, pinned)}
+    assert wire({"archived": "all"}) == rest("&archived=all")
+    for bad in ("yes", "", 1, True, None, ["all"]):
+        failure(post(client, {"op": "session-list", "archived": bad}), 400, "ERR_INVALID_WIRE_OP")
+
+
 def test_session_transcript_is_whole_and_projected(
     client: APIClient, conversation: Conversation
 ) -> None:

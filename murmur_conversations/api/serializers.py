@@ -269,10 +269,16 @@ class WsTicketSerializer(serializers.Serializer[Any]):
 
 
 class WireRequestSerializer(serializers.Serializer[Any]):
-    """``POST session/``: ``{"op"}`` or ``{"op", "sessionId"}``."""
+    """``POST session/``: ``{"op"}`` (``{"op", "archived"}`` for the list) or ``{"op",
+    "sessionId"}``."""
 
     op = serializers.ChoiceField(choices=["session-list", "session-transcript", "session-pending"])
     sessionId = serializers.CharField(required=False)  # agentfootprint spelling
+    archived = serializers.ChoiceField(
+        choices=["0", "1", "all"],
+        required=False,
+        help_text="session-list only: 0 (default) hides archived conversations; 1 only them; all",
+    )
 
 
 class WireSessionSerializer(serializers.Serializer[Any]):

@@ -9,7 +9,7 @@ malformed ids alike). Every failure body is exactly ``{"error", "code"}``.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from django.core.exceptions import RequestDataTooBig
 from django.http.request import RawPostDataException
@@ -22,6 +22,7 @@ from murmur_conversations import jsonenc, services
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import exception_handler
+from murmur_conversations.api.params import ARCHIVED_VALUES
 from murmur_conversations.api.schema import document
 from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
 from murmur_conversations.models import AccessSurface
@@ -29,6 +30,7 @@ from murmur_conversations.representations import unix_ms
 from murmur_conversations.selectors import (
     conversation_for,
     conversations_for,
+    organised,
     top_level,
     transcript,
 )
@@ -59,10 +61,21 @@ def invalid_op(message: str) -> WireError:
     return WireError(400, "ERR_INVALID_WIRE_OP", message)
 
 
-def read_operation(raw: bytes) -> tuple[str, str | None]:
-    """``(op, sessionId or None)`` from a request body, whatever its content type;
-    ``ERR_INVALID_WIRE_OP`` for anything that is not a JSON object with a known ``op`` (and a
-    non-blank string ``sessionId`` for the transcript and pending ops)."""
+class WireOperation(NamedTuple):
+    """One session-wire request: the ``op``; the ``sessionId`` (None for the list); for the list,
+    which conversations by their archived flag: ``"0"`` (the default: archived ones hidden, as
+    ``GET conversations/``), ``"1"`` (only archived ones) or ``"all"`` (docs/api.md)."""
+
+    op: str
+    session_id: str | None
+    archived: str = "0"
+
+
+def read_operation(raw: bytes) -> WireOperation:
+    """The operation of a request body, whatever its content type; ``ERR_INVALID_WIRE_OP`` for
+    anything that is not a JSON object with a known ``op`` (and a non-blank string
+    ``sessionId`` for the transcript and pending ops, and for the list an ``archived`` of
+    ``"0"``, ``"1"`` or ``"all"`` when given)."""
     try:
         body = jsonenc.loads(raw)
     except (ValueError, UnicodeError, RecursionError):
@@ -73,11 +86,14 @@ def read_operation(raw: bytes) -> tuple[str, str | None]:
     if not isinstance(op, str) or not op.strip() or op not in OPS:
         raise invalid_op(f"op must be one of {', '.join(sorted(OPS))}.")
     if op == LIST_OP:
-        return op, None
+        archived = body.get("archived", "0")
+        if not isinstance(archived, str) or archived not in ARCHIVED_VALUES:
+            raise invalid_op(f"archived must be one of {', '.join(ARCHIVED_VALUES)}.")
+        return WireOperation(op, None, archived)
     session_id = body.get("sessionId")
     if not isinstance(session_id, str) or not session_id.strip():
         raise invalid_op(f"{op} needs a non-blank string sessionId.")
-    return op, session_id
+    return WireOperation(op, session_id)
 
 
 class SessionWireView(AppAPIView):
@@ -147,11 +163,11 @@ class SessionWireView(AppAPIView):
             raw = request._request.body
         except (RawPostDataException, RequestDataTooBig):  # consumed multipart, or too large
             raise invalid_op("The body must be a JSON object.") from None
-        op, session_id = read_operation(raw)
+        op, session_id, archived = read_operation(raw)
         if self.csrf_failed:
             raise WireError(403, "ERR_CSRF_FAILED", "CSRF verification failed.")
         if op == LIST_OP:
-            return Response({"sessions": self._sessions(request.user)})
+            return Response({"sessions": self._sessions(request.user, archived)})
         if session_id is None:  # read_operation gives one for every op but the list
             raise invalid_op(f"{op} needs a non-blank string sessionId.")
         conversation = conversation_for(request.user, session_id)
@@ -174,9 +190,10 @@ class SessionWireView(AppAPIView):
         return Response({"transcript": {"sessionId": session_id, "messages": messages}})
 
     @staticmethod
-    def _sessions(user: Any) -> list[dict[str, Any]]:
+    def _sessions(user: Any, archived: str) -> list[dict[str, Any]]:
         """agentfootprint ``SessionSummary`` rows of the caller's first 50 top-level conversations
-        (children are reached from their parent, docs/api.md)."""
+        in the order and with the archived filter of ``GET conversations/`` (children are reached
+        from their parent, docs/api.md)."""
         return [
             {
                 "sessionId": str(c.pk),
@@ -184,5 +201,5 @@ class SessionWireView(AppAPIView):
                 "format": c.format,
                 "messageCount": c.transcript_count,
             }
-            for c in top_level(conversations_for(user))[:LIST_SIZE]
+            for c in organised(top_level(conversations_for(user)), archived=archived)[:LIST_SIZE]
         ]

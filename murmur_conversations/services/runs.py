@@ -67,7 +67,7 @@ def answer_pending_ask(
     event_seq at which the caller saw the ask; when the ask was set or changed after it the answer
     is stale. Raises ``NoPendingAsk`` (no ask, or a stale answer), ``InvalidContent``,
     ``ConversationNotFound``, ``WriteConflict``; nothing is written when it raises
-    (docs/write-path.md "Answering a pending ask").
+    (docs/write-path.md "Pausing on a question and resuming").
     """
     text = _check_answer(answer)
     if expected_event_seq is not None and (
