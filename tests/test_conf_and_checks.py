@@ -221,9 +221,12 @@ def test_the_ticket_cache_must_keep_and_share_tickets(settings: Settings) -> Non
     settings.CACHES = {"default": dummy}
     assert ids(checks.check_ticket_cache()) == ["murmur_conversations.E034"]
     settings.CACHES = {"default": local}
+    settings.DEBUG = False
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
+    }
     assert ids(checks.check_ticket_cache()) == []  # one process: fine
     settings.CHANNEL_LAYERS = redis_layer
-    settings.DEBUG = False
     assert ids(checks.check_ticket_cache()) == ["murmur_conversations.W034"]
     settings.DEBUG = True
     assert ids(checks.check_ticket_cache()) == []
