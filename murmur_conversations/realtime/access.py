@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -210,20 +210,26 @@ class Gate:
                 del self.sockets[topic]
                 self.checks.pop(topic, None)
 
-    async def confirm(self, topic: str, socket: Guarded, at: float) -> bool:
-        """Whether ``socket`` may receive news published at ``at`` (``time.time()`` of the
-        publisher): True when a check of the topic's sockets started at or after ``at`` (or one is
-        started now) let it pass; a denied socket is closed (:meth:`Guarded.deny`) and False. A
-        socket watched after the check started was checked when it connected, after ``at``."""
+    def start(self, topic: str, at: float) -> asyncio.Future[dict[int, int]]:
+        """The check of ``topic``'s sockets that covers news published at ``at`` (``time.time()``
+        of the publisher): the latest one if it started at or after ``at``, else a new one,
+        started now. Returns at once, so the caller can prepare its frames meanwhile."""
         entry = self.checks.get(topic)
         if entry is None or entry[0] < at:
             sockets = list(self.sockets.get(topic, ()))
             entry = (time.time(), asyncio.ensure_future(self._check(sockets)))
             entry[1].add_done_callback(_consume_exception)
             self.checks[topic] = entry
+        return entry[1]
+
+    async def settle(self, socket: Guarded, check: asyncio.Future[dict[int, int]]) -> bool:
+        """Whether ``check`` (of :meth:`start`) let ``socket`` pass; a denied socket is closed
+        (:meth:`Guarded.deny`) and False, and so is every socket when the check failed (nothing
+        goes out unconfirmed). A socket watched after the check started was checked when it
+        connected, after the news."""
         try:
-            denied = await asyncio.shield(entry[1])
-        except Exception as error:  # cannot confirm: nothing goes out, the socket closes
+            denied = await asyncio.shield(check)
+        except Exception as error:
             logger.warning("access check failed: %r", error)
             await socket.deny(CLOSE_NO_USER)
             return False
@@ -233,11 +239,16 @@ class Gate:
             return False
         return True
 
+    async def confirm(self, topic: str, socket: Guarded, at: float) -> bool:
+        """:meth:`start` then :meth:`settle`: whether ``socket`` may receive news published at
+        ``at``."""
+        return await self.settle(socket, self.start(topic, at))
+
     async def _check(self, sockets: list[Guarded]) -> dict[int, int]:
         """``{id(socket): code}`` of the denied ``sockets``."""
         accesses = [s.access for s in sockets]
         checked = [(s, a) for s, a in zip(sockets, accesses, strict=True) if a is not None]
-        codes = await database_sync_to_async(denials)([a for _s, a in checked])
+        codes = await _off_the_sync_thread(denials)([a for _s, a in checked])
         return {id(checked[index][0]): code for index, code in codes.items()}
 
     async def recheck_all(self) -> int:
@@ -262,6 +273,14 @@ class Gate:
                 raise
             except Exception as error:  # a database hiccup: try again next time
                 logger.warning("access re-check failed: %r", error)
+
+
+def _off_the_sync_thread(function: Callable[[Sequence[Access]], dict[int, int]]) -> Any:
+    """``function`` through Channels' ``database_sync_to_async`` (connections closed when stale)
+    on a worker thread of its own, not the one thread that runs every thread-sensitive call: a
+    check must not queue behind the database tail and the writes of this process, or every event
+    would wait for them."""
+    return database_sync_to_async(function, thread_sensitive=False)
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

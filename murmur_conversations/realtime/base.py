@@ -62,6 +62,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         await super().send_json(content, close=close)
 
+    async def send_text(self, text: str) -> None:
+        """Send a frame already encoded by :meth:`encode_json`, unless the socket is closed."""
+        if not self.closed:
+            await self.send(text_data=text)
+
     @classmethod
     async def encode_json(cls, content: Any) -> str:
         """Frames are :func:`jsonenc.dumps` text: the value cap of ``frames`` is measured on
@@ -125,6 +130,23 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if isinstance(at, bool) or not isinstance(at, int | float):
             at = time.time()
         return await access_gate().confirm(self.topic, self, float(at))
+
+    def start_confirming(self, at: Any = None) -> asyncio.Future[dict[int, int]] | None:
+        """Start (or join) the access check that covers news published at ``at``, without
+        waiting: frames are prepared meanwhile, then :meth:`finish_confirming` decides."""
+        if self.closed or self.access is None:
+            return None
+        if isinstance(at, bool) or not isinstance(at, int | float):
+            at = time.time()
+        return access_gate().start(self.topic, float(at))
+
+    async def finish_confirming(self, check: asyncio.Future[dict[int, int]] | None) -> bool:
+        """The answer of :meth:`start_confirming`'s check (a denied socket is closed)."""
+        if self.closed:
+            return False
+        if check is None:
+            return True
+        return await access_gate().settle(self, check)
 
     async def deny(self, code: int) -> None:
         """Lost access: close with ``code`` (4401 or 4404)."""

@@ -181,18 +181,23 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             if event_seq <= self.last_seen:
                 return  # already covered by the snapshot, the replay or a gap fill
-            if not await self.confirmed(message.get("at")):
+            # The access check runs while the frames are encoded; nothing goes out before it
+            # answers (docs/security.md).
+            check = self.start_confirming(message.get("at"))
+            outgoing = message.get("frames", ())
+            texts = [await self.encode_json(frame) for frame in outgoing]
+            if not await self.finish_confirming(check):
                 return  # lost access: closed, nothing of this event goes out
             if event_seq > self.last_seen + 1:
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
                     return
-            for frame in message.get("frames", ()):
+            for frame, text in zip(outgoing, texts, strict=True):
                 if frame.get("type") == "status_changed":
                     self.status = (frame.get("status", ""), frame.get("pending"))
                 if frame.get("type") == "conversation_updated":
                     self.title = frame.get("conversation", {}).get("title", self.title)
-                await self.send_json(frame)
+                await self.send_text(text)
             self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
