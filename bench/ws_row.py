@@ -93,14 +93,15 @@ class Fanout:
         ) - sent
 
 
-async def _open(url: str, fanout: Fanout) -> None:
+async def _open(urls: list[str], fanout: Fanout) -> None:
+    """Open one socket per address (each carries its own single-use ticket)."""
     from websockets.asyncio.client import connect
 
     gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
     async def one(index: int) -> None:
         async with gate:
-            socket = await connect(url, open_timeout=60, ping_interval=None, max_size=2**22)
+            socket = await connect(urls[index], open_timeout=60, ping_interval=None, max_size=2**22)
         fanout.sockets.append(socket)
         fanout.readers.append(asyncio.ensure_future(fanout.read(index, socket)))
 
@@ -169,10 +170,10 @@ def ws_fanout(
             ports[name] = port
             for size in fanouts:
                 conversation = services.start_conversation(owner=user, title=f"ws {kind} {size}")
-                ticket = issue_ticket(user=user, session_key=None)
                 fanout = Fanout(size)
-                url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation.pk}/?ticket={ticket}"
-                loop.run_until_complete(_open(url, fanout))
+                base = f"ws://127.0.0.1:{port}/ws/conversations/{conversation.pk}/?ticket="
+                urls = [base + issue_ticket(user=user, session_key=None) for _ in range(size)]
+                loop.run_until_complete(_open(urls, fanout))
                 stack.callback(loop.run_until_complete, _close(fanout))
                 save_url = f"http://127.0.0.1:{port}/bench/save/{conversation.pk}/"
                 fanouts_by[f"{name} @{size}"] = fanout
@@ -191,9 +192,9 @@ def ws_fanout(
         for size in fanouts:
             fanout = Fanout(size)
             url = f"ws://127.0.0.1:{floor_port}/g{size}"
-            loop.run_until_complete(_open(url, fanout))
+            loop.run_until_complete(_open([url] * size, fanout))
             trigger = Fanout(1)
-            loop.run_until_complete(_open(url, trigger))
+            loop.run_until_complete(_open([url], trigger))
             stack.callback(loop.run_until_complete, _close(trigger))
             stack.callback(loop.run_until_complete, _close(fanout))
             fanouts_by[f"bare websockets @{size}"] = fanout

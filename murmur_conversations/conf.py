@@ -45,6 +45,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     "RETENTION_DAYS": None,
     # Prices in USD per million tokens, by model, over the dated default table (docs/usage.md).
     "PRICES": {},
+    # The Django cache holding websocket tickets; shared by every process (docs/deployment.md).
+    "TICKET_CACHE": "default",
+    # Seconds between re-checks of every open socket's access (docs/security.md); at most 4.
+    "ACCESS_RECHECK_INTERVAL": 2.0,
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -100,6 +104,16 @@ class AppSettings:
     @property
     def frame_log_retention(self) -> float:
         return float(self.FRAME_LOG_RETENTION)
+
+    @property
+    def ticket_cache(self) -> str:
+        return str(self.TICKET_CACHE)
+
+    @property
+    def access_recheck_interval(self) -> float:
+        """Seconds between access re-checks of open sockets, within 0.01..4 so that a socket
+        closes within 5 seconds of losing access (docs/security.md)."""
+        return min(max(float(self.ACCESS_RECHECK_INTERVAL), 0.01), 4.0)
 
     @property
     def private_tools(self) -> frozenset[str]:

@@ -10,6 +10,7 @@ accepts with ``Authorization: MurmurHook <token>``.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -110,12 +111,35 @@ def hook_message(message: Message) -> dict[str, Any]:
     }
 
 
+#: Digits of the largest cursor: a record position is a 64-bit integer.
+_MAX_CURSOR_DIGITS: Final = 19
+
+
 def _parse_cursor(cursor: Any) -> int | None:
     if cursor is None:
         return None
     if not isinstance(cursor, str) or not CURSOR_RE.fullmatch(cursor):
         raise HookReadError("invalid-cursor")
-    return int(cursor[3:])
+    digits = cursor[3:].lstrip("0") or "0"
+    if len(digits) > _MAX_CURSOR_DIGITS:  # beyond any record, and before int() of a huge string
+        raise HookReadError("invalid-cursor")
+    return int(digits)
+
+
+def _page_size(limit: Any) -> int:
+    """``limit`` clamped to 1..MAX_LIMIT whatever it is: an int or a finite float (rounded down);
+    the infinities clamp to their end; anything else (NaN, bool, str, None) reads one."""
+    if isinstance(limit, bool):
+        return 1
+    if isinstance(limit, float):
+        if math.isnan(limit):
+            return 1
+        if math.isinf(limit):
+            return MAX_LIMIT if limit > 0 else 1
+        limit = math.floor(limit)
+    if not isinstance(limit, int):
+        return 1
+    return max(1, min(MAX_LIMIT, limit))
 
 
 def _conversation_pk(conversation: Any) -> uuid.UUID | None:
@@ -137,7 +161,8 @@ def read_messages(
     ``cursor`` is None for the newest page, else ``mc_<n>`` from a previous page: ``n`` is the
     exclusive upper bound counted from the oldest message, valid iff it matches ``^mc_[0-9]+$`` and
     ``n`` is at most the record length. Pages are anchored at the oldest message, so appends during a
-    walk repeat and skip nothing. ``limit`` is clamped to 1..100 (0 reads one). No record, or no
+    walk repeat and skip nothing. ``limit`` is clamped to 1..100 (0 reads one; an infinity its end;
+    NaN, a bool or a non-number reads one). No record, or no
     such conversation, is an empty page with ``total`` 0.
 
     Raises ``HookReadError`` with code ``not-granted``, ``invalid-cursor`` or
@@ -146,10 +171,7 @@ def read_messages(
     if not is_granted(hook):
         raise HookReadError("not-granted")
     upper = _parse_cursor(cursor)
-    try:
-        size = max(1, min(MAX_LIMIT, int(limit)))
-    except (TypeError, ValueError):
-        size = 1
+    size = _page_size(limit)
     pk = _conversation_pk(conversation)
     try:
         total = 0

@@ -595,6 +595,9 @@ class AccessSurface(models.TextChoices):
     """``POST conversations/{id}/fork/`` (the fork copies the conversation)."""
     API_SHARES = "api-shares", "API: share link"
     """``POST conversations/{id}/shares/`` (the link shows the conversation to others)."""
+    WS_CONVERSATION = "ws-conversation", "Websocket: conversation stream"
+    """``ws/conversations/{id}/``: one entry per socket opened (its snapshot, replay and live
+    frames are one view)."""
 
 
 class AccessLogEntry(models.Model):

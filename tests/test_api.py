@@ -497,12 +497,14 @@ def test_ws_ticket_is_bound_to_the_caller(client: APIClient, owner: User) -> Non
     body = response.json()
     assert set(body) == {"ticket", "expires_in"}
     assert body["expires_in"] == 60
+    spare = client.post(f"{API}ws-ticket/").json()["ticket"]
     redeemed = redeem_ticket(body["ticket"])
     assert redeemed is not None
     assert redeemed.user.pk == owner.pk
+    assert redeem_ticket(body["ticket"]) is None  # single-use
     owner.set_password("changed")
     owner.save()
-    assert redeem_ticket(body["ticket"]) is None
+    assert redeem_ticket(spare) is None
 
 
 def test_ws_ticket_needs_credentials_and_post(client: APIClient) -> None:

@@ -13,17 +13,20 @@ brings both the frames other processes wrote, as the same layer messages.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
 
-from murmur_conversations import frames
-from murmur_conversations.models import Conversation
+from murmur_conversations import frames, services
+from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
+from murmur_conversations.models import AccessSurface, Conversation
 from murmur_conversations.realtime import reads
 from murmur_conversations.realtime.base import (
     CLOSE_BAD_SINCE,
     CLOSE_NOT_FOUND,
+    CLOSE_TRY_LATER,
     LiveConsumer,
 )
 from murmur_conversations.realtime.groups import group_name
@@ -56,7 +59,7 @@ class ConversationConsumer(LiveConsumer):
         return self.pk
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
         raw_id = self.scope.get("url_route", {}).get("kwargs", {}).get("id")
@@ -70,12 +73,16 @@ class ConversationConsumer(LiveConsumer):
             await self.shut(CLOSE_BAD_SINCE)
             return
         self.pk = pk
+        self.watch(group_name("conversation", pk), self.user_access(pk))
+        await self.join_revocation()
         await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
         if self.tails():
             await self.watch_frames(conversation=pk)  # likewise
         conversation = await database_sync_to_async(reads.conversation)(pk)
         if conversation is None:
             await self.gone()
+            return
+        if conversation.owner_id != self.user.pk and not await self.log_read(conversation):
             return
         await self.send_json(frames.snapshot_frame(conversation))
         self.last_seen = conversation.last_event_seq
@@ -85,6 +92,22 @@ class ConversationConsumer(LiveConsumer):
             await self.send_changes(conversation, after=since, replay=True)
         if self.tails():
             self.start_tail()
+
+    async def log_read(self, conversation: Conversation) -> bool:
+        """A ``SCOPE`` reader who is not the owner: one access-log entry for this socket
+        (``ws-conversation``, docs/api.md "Access log"); a read that cannot be logged is not
+        shown (close 1013, try again later)."""
+        try:
+            await database_sync_to_async(services.log_access)(
+                conversation=conversation, actor=self.user, surface=AccessSurface.WS_CONVERSATION
+            )
+        except ConversationNotFound:
+            await self.gone()
+            return False
+        except WriteConflict:
+            await self.shut(CLOSE_TRY_LATER)
+            return False
+        return True
 
     async def send_changes(self, conversation: Conversation, *, after: int, replay: bool) -> None:
         """Send the rows changed in ``(after, conversation.last_event_seq]`` (created after
@@ -127,15 +150,17 @@ class ConversationConsumer(LiveConsumer):
         self.title = conversation.title
 
     async def fill(self) -> None:
-        """Catch up from the database to its head (the lock is held): the logged frames of the
+        """Catch up from the database to its head (the lock is held), once access is confirmed by
+        a check that started after the head was read (docs/security.md): the logged frames of the
         missing events when the frame log still holds them all (docs/websocket.md "The frame
         log"), else the rows changed since."""
+        read_at = time.time()
         conversation = await database_sync_to_async(reads.conversation)(self.conversation_pk)
         if conversation is None:
             await self.gone()
             return
         head = conversation.last_event_seq
-        if head <= self.last_seen or self.closed:
+        if head <= self.last_seen or self.closed or not await self.confirmed(read_at):
             return
         events = await database_sync_to_async(reads.logged_events)(
             self.conversation_pk, after=self.last_seen, upto=head
@@ -164,28 +189,40 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             if event_seq <= self.last_seen:
                 return  # already covered by the snapshot, the replay or a gap fill
+            # The access check runs while the frames are encoded; nothing goes out before it
+            # answers (docs/security.md).
+            check = self.start_confirming(message.get("at"))
+            outgoing = message.get("frames", ())
+            texts = [await self.encode_json(frame) for frame in outgoing]
+            if not await self.finish_confirming(check):
+                return  # lost access: closed, nothing of this event goes out
             if event_seq > self.last_seen + 1:
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
                     return
-            await self.deliver(event_seq, message.get("frames", ()))
+            await self.deliver(event_seq, outgoing, texts)
 
-    async def deliver(self, event_seq: int, frames_of_event: Any) -> None:
-        """Send the frames of one event and move ``last_seen`` to it (the lock is held); nothing
-        once the socket closed."""
+    async def deliver(
+        self, event_seq: int, frames_of_event: Any, texts: list[str] | None = None
+    ) -> None:
+        """Send the frames of one event (``texts``: their encodings, when already made) and move
+        ``last_seen`` to it (the lock is held); nothing once the socket closed."""
         if self.closed:
             return
-        for frame in frames_of_event:
+        for index, frame in enumerate(frames_of_event):
             if frame.get("type") == "status_changed":
                 self.status = (frame.get("status", ""), frame.get("pending"))
             if frame.get("type") == "conversation_updated":
                 self.title = frame.get("conversation", {}).get("title", self.title)
-            await self.send_json(frame)
+            if texts is None:
+                await self.send_json(frame)
+            else:
+                await self.send_text(texts[index])
         self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
-        """Ephemeral streamed text: forwarded at once."""
-        if not self.closed:
+        """Ephemeral streamed text: forwarded once access is confirmed."""
+        if not self.closed and await self.confirmed(message.get("at")):
             await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
@@ -203,9 +240,11 @@ class UserStreamConsumer(LiveConsumer):
         self.sent: dict[str, int] = {}
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
+        self.watch(group_name("sidebar", self.user.pk), self.user_access())
+        await self.join_revocation()
         await self.join(group_name("sidebar", self.user.pk))
         if self.tails():
             await self.watch_frames(owner=self.user.pk)
@@ -218,12 +257,14 @@ class UserStreamConsumer(LiveConsumer):
             return
         if self.sent.get(conversation_id, -1) >= event_seq:
             return
+        if not await self.confirmed(message.get("at")):
+            return
         self.sent[conversation_id] = event_seq
         await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """``conversation_deleted``."""
-        if self.closed:
+        if not await self.confirmed(message.get("at")):
             return
         self.sent.pop(str(message["frame"].get("conversation_id")), None)
         await self.send_json(message["frame"])

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 from typing import Any, Final
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 
 from murmur_conversations import frames as framing
 from murmur_conversations import signals
@@ -25,7 +27,7 @@ from murmur_conversations.frames import Frame
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
 from murmur_conversations.realtime.broadcast import get_broadcaster
 from murmur_conversations.realtime.groups import group_name
-from murmur_conversations.tickets import session_digest
+from murmur_conversations.tickets import credential_ref, session_digest
 
 #: Calls whose frames are being collected in one thread; more means conversation_saved never came.
 _MAX_OPEN_CALLS: Final = 64
@@ -176,10 +178,11 @@ def on_conversation_saved(
     collected = _take(conversation.pk, event_seq)
     if frames is not None:
         collected = frames
+    at = time.time()  # after the commit: a socket's access is confirmed by a later check
     if event_seq > 0:
         broadcaster.publish(
             group_name("conversation", conversation.pk),
-            {"type": "murmur.events", "event_seq": event_seq, "frames": collected},
+            {"type": "murmur.events", "event_seq": event_seq, "frames": collected, "at": at},
         )
     if conversation.owner_id is not None:
         broadcaster.publish(
@@ -189,6 +192,7 @@ def on_conversation_saved(
                 "conversation_id": str(conversation.pk),
                 "event_seq": event_seq,
                 "frame": sidebar or framing.saved_frame(conversation, event_seq),
+                "at": at,
             },
         )
 
@@ -199,7 +203,11 @@ def on_conversation_deleted(
     """``conversation_deleted`` to the conversation's sockets (which then close 4404) and to the
     owner's sidebar."""
     broadcaster = get_broadcaster()
-    message = {"type": "murmur.deleted", "frame": framing.deleted_frame(conversation_id)}
+    message = {
+        "type": "murmur.deleted",
+        "frame": framing.deleted_frame(conversation_id),
+        "at": time.time(),
+    }
     broadcaster.publish(group_name("conversation", conversation_id), message)
     if owner_id is not None:
         broadcaster.publish(group_name("sidebar", owner_id), message)
@@ -211,7 +219,11 @@ def on_delta(
     """``display_message_delta``: ephemeral, published at once."""
     get_broadcaster().publish(
         group_name("conversation", conversation.pk),
-        {"type": "murmur.delta", "frame": framing.delta_frame(conversation.pk, stream_id, text)},
+        {
+            "type": "murmur.delta",
+            "frame": framing.delta_frame(conversation.pk, stream_id, text),
+            "at": time.time(),
+        },
     )
 
 
@@ -244,6 +256,53 @@ def on_user_logged_out(sender: Any, *, request: Any, user: Any = None, **_: Any)
         )
 
 
+def on_user_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A deleted user: every socket of the user closes 4401."""
+    if instance.pk is not None:
+        get_broadcaster().publish(
+            group_name("user", instance.pk), {"type": "murmur.auth", "active": False, "digest": ""}
+        )
+
+
+def on_session_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A session row deleted on the server (``clearsessions``, "log out everywhere", the admin):
+    the sockets opened with it or with tickets issued under it close 4401."""
+    key = getattr(instance, "session_key", None)
+    if key:
+        get_broadcaster().publish(
+            group_name("session", session_digest(key)), {"type": "murmur.revoke"}
+        )
+
+
+def on_credential_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A deleted API token: the sockets opened with tickets issued with it close 4401."""
+    ref = credential_ref(instance)
+    if ref is not None:
+        get_broadcaster().publish(
+            group_name("credential", ":".join(ref)), {"type": "murmur.revoke"}
+        )
+
+
+def on_share_revoked(sender: Any, *, share: Any, **_: Any) -> None:
+    """A revoked share link: its sockets close 4404."""
+    get_broadcaster().publish(
+        group_name("share", share.pk), {"type": "murmur.revoke", "code": 4404}
+    )
+
+
+def on_conversation_row_saved(
+    sender: Any, *, instance: Any, created: bool, update_fields: Any = None, **_: Any
+) -> None:
+    """A conversation saved with a possibly new owner (the admin, a host's code): its sockets
+    confirm their access at once (the old owner's close 4404). The services' own writes announce
+    themselves and are checked before their frames go out."""
+    if created or (update_fields is not None and "owner" not in update_fields):
+        return
+    get_broadcaster().publish(
+        group_name("conversation", instance.pk), {"type": "murmur.recheck", "at": time.time()}
+    )
+
+
 _CONNECTIONS: Final = (
     (signals.display_messages_saved, on_display_messages_saved),
     (signals.display_message_updated, on_display_message_updated),
@@ -255,6 +314,7 @@ _CONNECTIONS: Final = (
     (signals.conversation_saved, on_conversation_saved),
     (signals.conversation_deleted, on_conversation_deleted),
     (signals.delta, on_delta),
+    (signals.share_revoked, on_share_revoked),
 )
 
 
@@ -266,3 +326,27 @@ def connect() -> None:
         on_user_saved, sender=get_user_model(), weak=False, dispatch_uid="murmur.realtime.user"
     )
     user_logged_out.connect(on_user_logged_out, weak=False, dispatch_uid="murmur.realtime.logout")
+    post_delete.connect(
+        on_user_deleted,
+        sender=get_user_model(),
+        weak=False,
+        dispatch_uid="murmur.realtime.user-del",
+    )
+    post_save.connect(
+        on_conversation_row_saved,
+        sender=Conversation,
+        weak=False,
+        dispatch_uid="murmur.realtime.conversation-owner",
+    )
+    if apps.is_installed("django.contrib.sessions"):
+        from django.contrib.sessions.models import Session
+
+        post_delete.connect(
+            on_session_deleted, sender=Session, weak=False, dispatch_uid="murmur.realtime.session"
+        )
+    if apps.is_installed("rest_framework.authtoken"):
+        from rest_framework.authtoken.models import Token
+
+        post_delete.connect(
+            on_credential_deleted, sender=Token, weak=False, dispatch_uid="murmur.realtime.token"
+        )

@@ -43,6 +43,7 @@ from murmur_conversations.services.writing import (
 )
 from murmur_conversations.validation import (
     check_display_content,
+    check_items,
     check_object,
     check_short_string,
     check_size,
@@ -345,13 +346,13 @@ def save_messages(
     """
     limit = app_settings.max_content_bytes
     normalized: list[NormalizedMessage] = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(check_items(messages, what="messages")):
         try:
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
             raise InvalidContent(f"message {index}: {error}") from error
     stamps = _message_times(normalized, times)
-    records = list(source_records or ())
+    records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
         appended = fastpath.try_append(
@@ -411,7 +412,7 @@ def _message_times(
     normalized message; empty when no times were given."""
     if times is None:
         return {}
-    times = list(times)
+    times = check_items(times, what="times")
     if len(times) != len(messages):
         raise InvalidContent(f"times has {len(times)} entries for {len(messages)} messages")
     return {
