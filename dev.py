@@ -107,6 +107,8 @@ def demo(extra: list[str]) -> None:
         )
     python = ensure_environment()
     env = _env("project.settings")
+    # The demo's own address, unless the environment names the hosts (docs/deployment.md).
+    env.setdefault("DJANGO_ALLOWED_HOSTS", f"{HOST},localhost")
     _run(python, "manage.py", "migrate", "--noinput", env=env)
     _run(python, "manage.py", "demo_setup", env=env)
     print(f"\nServing the demo on http://{HOST}:{PORT}/  (Ctrl+C stops it)\n", flush=True)

@@ -102,6 +102,28 @@ def _redaction_off(operation: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
+FRAME_LOG_OFF = "ours, frame log off"
+
+
+def _frame_log_off(operation: Callable[[], object]) -> Callable[[], object]:
+    """``operation`` with ``MURMUR_CONVERSATIONS["FRAME_LOG"] = False`` (docs/websocket.md "The
+    frame log"), the settings object swapped for the call: what logging each event's frames costs
+    a write, as its own line."""
+    from django.conf import settings
+
+    on = getattr(settings, "MURMUR_CONVERSATIONS", {})
+    off = {**on, "FRAME_LOG": False}
+
+    def run() -> object:
+        settings.MURMUR_CONVERSATIONS = off
+        try:
+            return operation()
+        finally:
+            settings.MURMUR_CONVERSATIONS = on
+
+    return run
+
+
 def _redaction_ratio() -> RatioSpec:
     """Redaction on (the default) against off, per round, p50 (the 1.2x target)."""
     return RatioSpec(
@@ -211,6 +233,11 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
         Variant("ours save_message", ours, sizes.append_ops),
         Variant(floor_name, floor, sizes.append_ops),
         Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.append_ops),
+        Variant(
+            FRAME_LOG_OFF,
+            _frame_log_off(_one(conversation=_new_conversation("bench append one (no log)"))),
+            sizes.append_ops,
+        ),
         _without_index(track, "ours save_message", _one(), sizes.append_ops),
         Variant("ours save_message with usage", _one(usage=True), sizes.append_ops),
     ]
@@ -243,6 +270,7 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
         ),
         RatioSpec(f"{PROTO_SSB} p50 / floor p50", PROTO_SSB, floor_name, "p50", "time"),
         _redaction_ratio(),
+        RatioSpec("frame log on / off p50", "ours save_message", FRAME_LOG_OFF, "p50", "time"),
     ]
     if track.langchain is not None:
         history = peers.langchain_history(track.langchain)

@@ -39,7 +39,11 @@ ALL_PARTS = ("pg", "sqlite", *rows.ROWS)
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="CI smoke run (about a minute)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI smoke run: every row at small sizes (minutes, not seconds)",
+    )
     parser.add_argument("--rounds", type=int, help="measured rounds (default 7 quick, 15 full)")
     parser.add_argument(
         "--database-url",

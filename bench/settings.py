@@ -14,6 +14,7 @@ chosen by ``django_setup.use_alias`` (``ActiveDatabaseRouter``).
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 from bench.django_setup import DEFAULT_URL, pg_params
@@ -28,6 +29,14 @@ ROOT_URLCONF = "bench.urls"
 ASGI_APPLICATION = "bench.asgi.application"
 STATIC_URL = "static/"
 LOGGING_CONFIG = None
+# Websocket tickets are issued by the runner and redeemed by the servers it starts: a cache they
+# share (docs/deployment.md "Tickets").
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": os.path.join(tempfile.gettempdir(), f"murmur-bench-cache-{os.getuid()}"),
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -17,4 +17,5 @@ urlpatterns = [
     path("bench/plain-json/<uuid:id>/", views.plain_json),
     path("bench/raw-orjson/<uuid:id>/", views.raw_orjson),
     path("bench/save/<uuid:id>/", views.save),
+    path("bench/queries/", views.queries),
 ]

@@ -166,3 +166,31 @@ def save(request: HttpRequest, id: uuid.UUID) -> HttpResponse:
         conversation=id, message={"role": "user", "content": request.body.decode()}
     )
     return HttpResponse(status=204)
+
+
+class _QueryCounter:
+    """Counts the statements run on every database connection of this server process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
+QUERIES = _QueryCounter()
+
+
+def count_queries(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver (``bench.asgi``): count this connection's statements."""
+    if QUERIES not in connection.execute_wrappers:
+        connection.execute_wrappers.append(QUERIES)
+
+
+def queries(request: HttpRequest) -> HttpResponse:
+    """GET: ``{"queries": n, "poller": m}``: statements run by this process so far, and by its
+    frame-log pollers (the websocket row's tail line). Runs none itself."""
+    from murmur_conversations.realtime import poller
+
+    return JsonResponse({"queries": QUERIES.count, "poller": poller.queries_made()})

@@ -9,6 +9,10 @@ socket received a frame holding the marker, or after ``RECEIVE_TIMEOUT`` (the re
 The value recorded is the time from sending the save to the last socket's receipt, t(N); the
 write (the POST's own round trip) is kept beside it. The floor is ``bench.ws_floor``: bare
 ``websockets.broadcast`` of a frame one client sends, no Django, no layer, no database.
+
+The tail lines (default layer only): N sockets on N different conversations stay open and idle
+for :data:`TAIL_SECONDS`; the server's own counts (``GET bench/queries/``, every statement it
+ran, and those of its frame-log poller) give the database reads per ``DB_TAIL_INTERVAL``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from bench.harness import (
 from bench.stats import Target, summarize_ratio
 
 RECEIVE_TIMEOUT = 5.0
+#: Seconds the tail lines count the idle server's queries; the default DB_TAIL_INTERVAL.
+TAIL_SECONDS = 4.0
+TAIL_INTERVAL = 0.25
 CONNECT_CONCURRENCY = 25
 LAYERS = {
     "default (process-local)": "local",
@@ -86,14 +93,15 @@ class Fanout:
         ) - sent
 
 
-async def _open(url: str, fanout: Fanout) -> None:
+async def _open(urls: list[str], fanout: Fanout) -> None:
+    """Open one socket per address (each carries its own single-use ticket)."""
     from websockets.asyncio.client import connect
 
     gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
     async def one(index: int) -> None:
         async with gate:
-            socket = await connect(url, open_timeout=60, ping_interval=None, max_size=2**22)
+            socket = await connect(urls[index], open_timeout=60, ping_interval=None, max_size=2**22)
         fanout.sockets.append(socket)
         fanout.readers.append(asyncio.ensure_future(fanout.read(index, socket)))
 
@@ -141,6 +149,7 @@ def ws_fanout(
             skips.append(Skip("ws: save -> receive", name, missing))
     user, _ = get_user_model().objects.get_or_create(username="bench-ws")
     loop = asyncio.new_event_loop()
+    ports: dict[str, int] = {}
     fanouts_by: dict[str, Fanout] = {}
     variants: list[Variant] = []
     with contextlib.ExitStack() as stack, servers.client_core():
@@ -158,12 +167,13 @@ def ws_fanout(
                     }
                 )
             )
+            ports[name] = port
             for size in fanouts:
                 conversation = services.start_conversation(owner=user, title=f"ws {kind} {size}")
-                ticket = issue_ticket(user=user, session_key=None)
                 fanout = Fanout(size)
-                url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation.pk}/?ticket={ticket}"
-                loop.run_until_complete(_open(url, fanout))
+                base = f"ws://127.0.0.1:{port}/ws/conversations/{conversation.pk}/?ticket="
+                urls = [base + issue_ticket(user=user, session_key=None) for _ in range(size)]
+                loop.run_until_complete(_open(urls, fanout))
                 stack.callback(loop.run_until_complete, _close(fanout))
                 save_url = f"http://127.0.0.1:{port}/bench/save/{conversation.pk}/"
                 fanouts_by[f"{name} @{size}"] = fanout
@@ -182,9 +192,9 @@ def ws_fanout(
         for size in fanouts:
             fanout = Fanout(size)
             url = f"ws://127.0.0.1:{floor_port}/g{size}"
-            loop.run_until_complete(_open(url, fanout))
+            loop.run_until_complete(_open([url] * size, fanout))
             trigger = Fanout(1)
-            loop.run_until_complete(_open(url, trigger))
+            loop.run_until_complete(_open([url], trigger))
             stack.callback(loop.run_until_complete, _close(trigger))
             stack.callback(loop.run_until_complete, _close(fanout))
             fanouts_by[f"bare websockets @{size}"] = fanout
@@ -211,8 +221,79 @@ def ws_fanout(
         for fanout in fanouts_by.values():
             fanout.lost = 0  # connecting and snapshots are not part of the measurement
         result = run_benchmark(benchmark, rounds=rounds, warmup=warmup)
+        local = "default (process-local)"
+        if local in ports:
+            size = max(fanouts)
+            counts = loop.run_until_complete(_tail_queries(http, ports[local], user, size))
+            _add_tail_lines(result, local, size, counts)
     _add_checks(result, fanouts_by, list(layers), min(fanouts), rounds)
     return result, skips
+
+
+async def _tail_queries(http: Any, port: int, user: Any, size: int) -> dict[str, float | None]:
+    """Open ``size`` sockets on as many new conversations, let them idle; the server's queries
+    (all, and its poller's) per tail interval."""
+    from asgiref.sync import sync_to_async
+    from websockets.asyncio.client import connect
+
+    from murmur_conversations import services
+    from murmur_conversations.tickets import issue_ticket
+
+    def create() -> list[str]:
+        return [
+            f"ws://127.0.0.1:{port}/ws/conversations/"
+            f"{services.start_conversation(owner=user, title=f'tail {i}').pk}/"
+            for i in range(size)
+        ]
+
+    urls = await sync_to_async(create)()
+    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+    sockets: list[Any] = []
+
+    async def one(url: str) -> None:
+        async with gate:
+            ticket = issue_ticket(user=user, session_key=None)  # fresh: a ticket lives a minute
+            socket = await connect(
+                f"{url}?ticket={ticket}", open_timeout=60, ping_interval=None, max_size=2**22
+            )
+            sockets.append(socket)
+            await asyncio.wait_for(socket.recv(), 60)  # the snapshot: its reads are done
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(one(url) for url in urls)), 300)
+        await asyncio.sleep(1.0)  # the last sockets' tails started
+        before = (await http.get(f"http://127.0.0.1:{port}/bench/queries/")).json()
+        await asyncio.sleep(TAIL_SECONDS)
+        after = (await http.get(f"http://127.0.0.1:{port}/bench/queries/")).json()
+    finally:
+        await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)
+    intervals = TAIL_SECONDS / TAIL_INTERVAL
+    poller = (
+        None if before.get("poller") is None else (after["poller"] - before["poller"]) / intervals
+    )
+    return {"all": (after["queries"] - before["queries"]) / intervals, "poller": poller}
+
+
+def _add_tail_lines(
+    result: BenchmarkResult, name: str, size: int, counts: dict[str, float | None]
+) -> None:
+    """The tail lines: frame-log poller reads per interval (target <= 1) and every query the idle
+    server ran per interval (user re-checks included), N sockets on N conversations."""
+    label = f"{name}: {size} sockets on {size} conversations, idle"
+    if counts["poller"] is not None:
+        result.ratios.append(
+            summarize_ratio(
+                f"{label}: tail queries per interval (count, not x)",
+                [counts["poller"]],
+                Target("<=", 1),
+            )
+        )
+    all_queries = counts["all"]
+    assert all_queries is not None
+    result.ratios.append(
+        summarize_ratio(f"{label}: all queries per interval (count, not x)", [all_queries], None)
+    )
+    result.extra["tail_queries_per_interval"] = counts
 
 
 def _ours(loop: asyncio.AbstractEventLoop, http: Any, url: str, fanout: Fanout) -> Any:

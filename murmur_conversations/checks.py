@@ -119,6 +119,7 @@ def check_settings(
                 "The default is 0.25.",
             )
         )
+    messages.extend(_check_frame_log(value["FRAME_LOG"], value["FRAME_LOG_RETENTION"]))
     messages.extend(_check_redact(value["REDACT"]))
     retention = value["RETENTION_DAYS"]
     if retention is not None and (not _is_int(retention) or retention < 1):
@@ -130,7 +131,93 @@ def check_settings(
             )
         )
     messages.extend(_check_sharing(value["PRIVATE_TOOLS"], value["SHARE_URL"]))
+    messages.extend(_check_access(value["TICKET_CACHE"], value["ACCESS_RECHECK_INTERVAL"]))
     return messages
+
+
+def _check_frame_log(enabled: Any, retention: Any) -> list[CheckMessage]:
+    """FRAME_LOG: a bool (E040); FRAME_LOG_RETENTION: a positive number of seconds (E041)."""
+    messages: list[CheckMessage] = []
+    if not isinstance(enabled, bool):
+        messages.append(
+            _error(
+                "murmur_conversations.E040",
+                f"FRAME_LOG must be True or False, not {enabled!r}.",
+                'The default is True (docs/websocket.md "The frame log").',
+            )
+        )
+    if isinstance(retention, bool) or not isinstance(retention, int | float) or not retention > 0:
+        messages.append(
+            _error(
+                "murmur_conversations.E041",
+                f"FRAME_LOG_RETENTION must be a positive number of seconds, not {retention!r}.",
+                "The default is 60.",
+            )
+        )
+    return messages
+
+
+def _check_access(ticket_cache: Any, recheck: Any) -> list[CheckMessage]:
+    """TICKET_CACHE names a configured cache (E032); ACCESS_RECHECK_INTERVAL is a number of
+    seconds in (0, 4] (E033). docs/security.md."""
+    messages: list[CheckMessage] = []
+    if not isinstance(ticket_cache, str) or ticket_cache not in settings.CACHES:
+        messages.append(
+            _error(
+                "murmur_conversations.E032",
+                f"TICKET_CACHE must name an entry of CACHES, not {ticket_cache!r}.",
+                'The default is "default" (docs/deployment.md "Tickets").',
+            )
+        )
+    if isinstance(recheck, bool) or not isinstance(recheck, int | float) or not 0 < recheck <= 4:
+        messages.append(
+            _error(
+                "murmur_conversations.E033",
+                f"ACCESS_RECHECK_INTERVAL must be a number of seconds in (0, 4], not {recheck!r}.",
+                "The default is 2.0: a socket closes within 5 seconds of losing access.",
+            )
+        )
+    return messages
+
+
+@register(Tags.compatibility, Tags.caches)
+def check_ticket_cache(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Websocket tickets need a cache that keeps what it is given (E034: the dummy cache keeps
+    nothing, so no ticket could ever be redeemed) and that every process shares: with a channel
+    layer that spans processes (W034), a local-memory ticket cache only works when the process
+    that issues a ticket is the one its socket reaches (docs/deployment.md "Tickets")."""
+    from murmur_conversations.realtime import layer_is_process_local
+
+    user = getattr(settings, "MURMUR_CONVERSATIONS", {})
+    name = user.get("TICKET_CACHE", "default") if isinstance(user, dict) else "default"
+    backend = str(settings.CACHES.get(name, {}).get("BACKEND", "")) if isinstance(name, str) else ""
+    if backend.endswith(".DummyCache"):
+        return [
+            _error(
+                "murmur_conversations.E034",
+                f"The ticket cache {name!r} is Django's dummy cache: no websocket ticket could "
+                "ever be redeemed.",
+                "Point TICKET_CACHE at a real cache (Redis, Memcached, database, file).",
+            )
+        ]
+    if backend.endswith(".LocMemCache") and not settings.DEBUG:
+        try:
+            spans_processes = not layer_is_process_local()
+        except Exception:  # a misconfigured layer is reported by Channels itself
+            spans_processes = False
+        if spans_processes:
+            return [
+                _warning(
+                    "murmur_conversations.W034",
+                    f"The ticket cache {name!r} is a local-memory cache but the channel layer "
+                    "spans processes: a ticket issued by one process cannot be redeemed by "
+                    "another.",
+                    "Use a shared cache (Redis, Memcached, database) for TICKET_CACHE.",
+                )
+            ]
+    return []
 
 
 def _check_sharing(private_tools: Any, share_url: Any) -> list[CheckMessage]:

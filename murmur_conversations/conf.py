@@ -29,6 +29,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     "GROUP_PREFIX": "murmur",
     # Seconds between database reads of a websocket consumer on a process-local channel layer.
     "DB_TAIL_INTERVAL": 0.25,
+    # Write each event's live frames to the frame log in its transaction, so that processes on a
+    # process-local layer deliver other processes' writes exactly (docs/websocket.md "The frame log").
+    "FRAME_LOG": True,
+    # Seconds a frame-log row is kept before it is pruned.
+    "FRAME_LOG_RETENTION": 60,
     # Tool names whose arguments a share link never shows ("*": every tool) (docs/api.md).
     "PRIVATE_TOOLS": [],
     # The address a new share link answers with: a template with "{token}" (e.g. the host's page
@@ -40,6 +45,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     "RETENTION_DAYS": None,
     # Prices in USD per million tokens, by model, over the dated default table (docs/usage.md).
     "PRICES": {},
+    # The Django cache holding websocket tickets; shared by every process (docs/deployment.md).
+    "TICKET_CACHE": "default",
+    # Seconds between re-checks of every open socket's access (docs/security.md); at most 4.
+    "ACCESS_RECHECK_INTERVAL": 2.0,
 }
 
 #: MAX_PAGE_SIZE may be lowered, never raised above this.
@@ -87,6 +96,24 @@ class AppSettings:
     @property
     def db_tail_interval(self) -> float:
         return float(self.DB_TAIL_INTERVAL)
+
+    @property
+    def frame_log(self) -> bool:
+        return bool(self.FRAME_LOG)
+
+    @property
+    def frame_log_retention(self) -> float:
+        return float(self.FRAME_LOG_RETENTION)
+
+    @property
+    def ticket_cache(self) -> str:
+        return str(self.TICKET_CACHE)
+
+    @property
+    def access_recheck_interval(self) -> float:
+        """Seconds between access re-checks of open sockets, within 0.01..4 so that a socket
+        closes within 5 seconds of losing access (docs/security.md)."""
+        return min(max(float(self.ACCESS_RECHECK_INTERVAL), 0.01), 4.0)
 
     @property
     def private_tools(self) -> frozenset[str]:

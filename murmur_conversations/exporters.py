@@ -1,4 +1,6 @@
-"""Exports of the durable record (docs/formats.md): murmur JSON Lines and an OpenAI list.
+"""Exports of the durable record (docs/formats.md): murmur JSON Lines, an OpenAI list and an
+Anthropic list, each made from the message as the model saw it
+(``representations.record_message``).
 
 Murmur lines are the stored raw line when the conversation was imported from murmur (kept as a
 source record under the message id), else compact JSON (``ensure_ascii=False``) with the keys
@@ -15,6 +17,7 @@ them back through ``services.set_feedback``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -28,9 +31,12 @@ from murmur_conversations.models import (
     Message,
     SourceRecord,
 )
+from murmur_conversations.representations import record_message
 
 CHUNK: Final = 500
 MURMUR: Final = "murmur"
+OPENAI: Final = "openai"
+ANTHROPIC: Final = "anthropic"
 #: The ``type`` of a feedback line of a murmur export (``importers.murmur.FEEDBACK_TYPE``).
 FEEDBACK_RECORD: Final = "murmur.feedback"
 #: Message keys the OpenAI Chat Completions API knows besides role, content and tool_call_id.
@@ -54,21 +60,9 @@ def _messages(conversation: Conversation) -> Iterator[list[Message]]:
 
 
 def murmur_message(message: Message) -> dict[str, Any]:
-    """The murmur record line of a message, as a dict in export key order."""
-    line: dict[str, Any] = {
-        "role": message.role,
-        "content": message.content,
-        "id": message.message_id,
-    }
-    if message.tool_call_id:
-        line["tool_call_id"] = message.tool_call_id
-    if message.tool_call_id or message.is_error:
-        line["is_error"] = message.is_error
-    if message.source_id:
-        line["source_id"] = message.source_id
-    for key, value in message.extra.items():
-        line.setdefault(key, value)
-    return line
+    """The murmur record line of a message: the message as the model saw it
+    (``representations.record_message``), in export key order."""
+    return record_message(message)
 
 
 def export_murmur(conversation: Conversation, *, feedback: bool = True) -> Iterator[str]:
@@ -158,10 +152,13 @@ def _openai_calls(content: Any) -> list[dict[str, Any]]:
     return calls
 
 
-def openai_message(message: Message) -> dict[str, Any]:
-    """A record message as an OpenAI Chat Completions message: ``tool_call`` blocks become
-    ``tool_calls`` (unless the message already carries them), thinking blocks are left out, content
-    without text is ``null`` beside tool calls; only keys the API knows are kept."""
+def openai_message(message: Message, *, every_key: bool = False) -> dict[str, Any]:
+    """A record message (``representations.record_message``) as an OpenAI Chat Completions
+    message: ``role``, ``content`` as given (null stays null), ``tool_call_id`` of a result, then
+    the message's own keys in stored order. ``tool_call`` blocks become ``tool_calls`` (unless the
+    message already carries them) and thinking blocks are left out; a block list left empty by
+    that is ``null``. Only keys the API knows are kept (:data:`OPENAI_KEYS`), unless
+    ``every_key`` (a conversation imported from an OpenAI list: every key it arrived with)."""
     content: Any = message.content
     calls = _openai_calls(content)
     if isinstance(content, list):
@@ -170,22 +167,23 @@ def openai_message(message: Message) -> dict[str, Any]:
             for b in content
             if not (isinstance(b, dict) and b.get("type") in ("tool_call", "thinking"))
         ]
-    extra_calls = message.extra.get("tool_calls")
-    if (extra_calls or calls) and content in ("", []):
-        content = None
+        if not content and len(content) != len(message.content or []):
+            content = None  # only calls (and thinking) were there: OpenAI's null beside calls
     out: dict[str, Any] = {"role": message.role, "content": content}
-    for key in OPENAI_KEYS:
-        if key in message.extra:
-            out[key] = message.extra[key]
-    if calls and "tool_calls" not in out:
-        out["tool_calls"] = calls
     if message.tool_call_id:
         out["tool_call_id"] = message.tool_call_id
+    for key, value in (message.extra or {}).items():
+        if (every_key or key in OPENAI_KEYS) and key not in out:
+            out[key] = value
+    if calls and "tool_calls" not in out:
+        out["tool_calls"] = calls
     return out
 
 
 def export_openai(conversation: Conversation) -> Iterator[str]:
-    """The conversation as one OpenAI message list: a compact JSON array and a newline."""
+    """The conversation as one OpenAI message list: a compact JSON array and a newline. A
+    conversation imported from an OpenAI list gives back that list (docs/formats.md "Export")."""
+    every_key = conversation.source == OPENAI
     yield "["
     first = True
     for chunk in _messages(conversation):
@@ -193,8 +191,104 @@ def export_openai(conversation: Conversation) -> Iterator[str]:
             if not first:
                 yield ","
             first = False
-            yield jsonenc.dumps(openai_message(message))
+            yield jsonenc.dumps(openai_message(message, every_key=every_key))
     yield "]\n"
 
 
-EXPORTERS: Final = {"murmur": export_murmur, "openai": export_openai}
+#: Message ids the app or an importer made up (``ids.new_message_id``, ``importers.records.imported_id``):
+#: not the source's, so an Anthropic export leaves them out.
+MADE_UP_ID: Final = re.compile(r"^(msg|imp)_[0-9a-f]{32}$")
+
+
+def _anthropic_block(block: Any) -> Any:
+    """A record block as an Anthropic block: the inverse of ``importers.anthropic``."""
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    if kind == "tool_call":
+        rest = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
+        arguments = block.get("input", {})
+        return {
+            "type": "tool_use",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "input": {} if arguments is None else arguments,
+            **rest,
+        }
+    if kind == "thinking" and isinstance(block.get("text"), str):
+        rest = {k: v for k, v in block.items() if k not in ("type", "text")}
+        return {"type": "thinking", "thinking": block["text"], **rest}
+    return block
+
+
+def _anthropic_result(message: Message) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": message.content,
+    }
+    if message.is_error:
+        block["is_error"] = True
+    for key, value in (message.extra or {}).items():
+        block.setdefault(key, value)
+    return block
+
+
+def anthropic_messages(messages: Iterator[Message]) -> tuple[Any, list[dict[str, Any]]]:
+    """``(system, messages)``: record messages as an Anthropic Messages list, the inverse of the
+    Anthropic import (docs/formats.md "Export"). Leading ``system`` messages become ``system``
+    (their content, or a list of their text blocks when there are several); tool results become
+    ``tool_result`` blocks of one ``user`` message per run of results; ``tool_call`` and
+    ``thinking`` blocks become ``tool_use`` and ``thinking``; a message id the source gave is
+    kept as ``id``; every other key the message arrived with follows, in stored order."""
+    system: Any = None
+    systems: list[Any] = []
+    out: list[dict[str, Any]] = []
+    results: dict[str, Any] | None = None
+    for message in messages:
+        if message.role == "system" and not out and results is None:
+            systems.append(message.content)
+            continue
+        if message.tool_call_id:
+            if results is None:
+                results = {"role": "user", "content": []}
+                out.append(results)
+            results["content"].append(_anthropic_result(message))
+            continue
+        results = None
+        line: dict[str, Any] = {}
+        if not MADE_UP_ID.fullmatch(message.message_id):
+            line["id"] = message.message_id
+        content = message.content
+        line["role"] = message.role
+        line["content"] = (
+            [_anthropic_block(b) for b in content] if isinstance(content, list) else content
+        )
+        for key, value in (message.extra or {}).items():
+            line.setdefault(key, value)
+        out.append(line)
+    if len(systems) == 1:
+        system = systems[0]
+    elif systems:
+        system = [
+            {"type": "text", "text": text} if isinstance(text, str) else text for text in systems
+        ]
+    return system, out
+
+
+def export_anthropic(conversation: Conversation) -> Iterator[str]:
+    """The conversation as an Anthropic Messages list: a compact JSON array and a newline, or a
+    request body ``{"system", "messages"}`` when the record starts with a system prompt."""
+    system, messages = anthropic_messages(
+        message for chunk in _messages(conversation) for message in chunk
+    )
+    body: Any = messages if system is None else {"system": system, "messages": messages}
+    yield jsonenc.dumps(body)
+    yield "\n"
+
+
+EXPORTERS: Final = {
+    "murmur": export_murmur,
+    "openai": export_openai,
+    "anthropic": export_anthropic,
+}

@@ -10,6 +10,7 @@ accepts with ``Authorization: MurmurHook <token>``.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.models import Conversation, Message
+from murmur_conversations.representations import record_message
 
 __all__ = [
     "MAX_LIMIT",
@@ -55,8 +57,9 @@ class HookReadError(ConversationsError):
 class MessagePage:
     """One page of the record, newest first (murmur ``message-page``).
 
-    ``messages``: ``[{id, role, content, source_id}]`` with ``content`` the JSON text of the stored
-    content (the tool-message envelope for tool messages); ``next_cursor``: ``mc_<n>`` for the next
+    ``messages``: ``[{id, role, content, source_id, message}]`` with ``content`` the JSON text of
+    the stored content (the tool-message envelope for tool messages) and ``message`` the message as
+    the model saw it (:func:`hook_message`); ``next_cursor``: ``mc_<n>`` for the next
     older page, or None at the oldest message; ``total``: the record length when served.
     """
 
@@ -82,10 +85,14 @@ def is_granted(hook: Any) -> bool:
 
 
 def hook_message(message: Message) -> dict[str, Any]:
-    """``{id, role, content, source_id}`` of one record message as murmur hands it to a hook.
+    """``{id, role, content, source_id, message}`` of one record message as murmur hands it to a
+    hook.
 
     A tool message (role ``tool``, or any message answering a call) carries the envelope
-    ``{"__murmur_tool_msg__": true, "tool_call_id", "is_error", "body"}`` as its content.
+    ``{"__murmur_tool_msg__": true, "tool_call_id", "is_error", "body"}`` as its content. Inside
+    the envelope, ``message`` is the whole message as the model saw it
+    (``representations.record_message``: null content, ``tool_calls``, ``name``, ``refusal`` and
+    every other key it arrived with), which ``services.save_messages`` takes back as it is.
     """
     content: Any = message.content
     if message.role == "tool" or message.tool_call_id:
@@ -100,7 +107,12 @@ def hook_message(message: Message) -> dict[str, Any]:
         "role": message.role,
         "content": jsonenc.dumps(content),
         "source_id": message.source_id or None,
+        "message": record_message(message),
     }
+
+
+#: Digits of the largest cursor: a record position is a 64-bit integer.
+_MAX_CURSOR_DIGITS: Final = 19
 
 
 def _parse_cursor(cursor: Any) -> int | None:
@@ -108,7 +120,26 @@ def _parse_cursor(cursor: Any) -> int | None:
         return None
     if not isinstance(cursor, str) or not CURSOR_RE.fullmatch(cursor):
         raise HookReadError("invalid-cursor")
-    return int(cursor[3:])
+    digits = cursor[3:].lstrip("0") or "0"
+    if len(digits) > _MAX_CURSOR_DIGITS:  # beyond any record, and before int() of a huge string
+        raise HookReadError("invalid-cursor")
+    return int(digits)
+
+
+def _page_size(limit: Any) -> int:
+    """``limit`` clamped to 1..MAX_LIMIT whatever it is: an int or a finite float (rounded down);
+    the infinities clamp to their end; anything else (NaN, bool, str, None) reads one."""
+    if isinstance(limit, bool):
+        return 1
+    if isinstance(limit, float):
+        if math.isnan(limit):
+            return 1
+        if math.isinf(limit):
+            return MAX_LIMIT if limit > 0 else 1
+        limit = math.floor(limit)
+    if not isinstance(limit, int):
+        return 1
+    return max(1, min(MAX_LIMIT, limit))
 
 
 def _conversation_pk(conversation: Any) -> uuid.UUID | None:
@@ -130,7 +161,8 @@ def read_messages(
     ``cursor`` is None for the newest page, else ``mc_<n>`` from a previous page: ``n`` is the
     exclusive upper bound counted from the oldest message, valid iff it matches ``^mc_[0-9]+$`` and
     ``n`` is at most the record length. Pages are anchored at the oldest message, so appends during a
-    walk repeat and skip nothing. ``limit`` is clamped to 1..100 (0 reads one). No record, or no
+    walk repeat and skip nothing. ``limit`` is clamped to 1..100 (0 reads one; an infinity its end;
+    NaN, a bool or a non-number reads one). No record, or no
     such conversation, is an empty page with ``total`` 0.
 
     Raises ``HookReadError`` with code ``not-granted``, ``invalid-cursor`` or
@@ -139,10 +171,7 @@ def read_messages(
     if not is_granted(hook):
         raise HookReadError("not-granted")
     upper = _parse_cursor(cursor)
-    try:
-        size = max(1, min(MAX_LIMIT, int(limit)))
-    except (TypeError, ValueError):
-        size = 1
+    size = _page_size(limit)
     pk = _conversation_pk(conversation)
     try:
         total = 0

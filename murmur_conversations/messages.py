@@ -64,6 +64,14 @@ class NormalizedMessage:
     usage: Usage | None = None
     #: The ``model`` of an assistant message that carried ``usage`` ("" when it named none).
     model: str = ""
+    #: ``content`` was given as JSON null (or left out): the record keeps null, while ``content``
+    #: is "" for the display rows and results (docs/write-path.md "The message as the model saw it").
+    null_content: bool = False
+
+    @property
+    def record_content(self) -> str | list[Any] | None:
+        """The content the record row stores: as given, null included."""
+        return None if self.null_content else self.content
 
     @property
     def is_tool_result(self) -> bool:
@@ -157,7 +165,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
     """Validate and clean one message dict (the shape in docs/write-path.md).
 
     ``role`` a non-empty string; ``content`` a string, a list of block objects each with a string
-    ``type``, or null (stored as ""); ``id``, ``tool_call_id``, ``source_id`` strings of at most 255
+    ``type``, or null (the record keeps null, ``record_content``; the display reads ""); ``id``, ``tool_call_id``, ``source_id`` strings of at most 255
     characters; ``is_error``, ``is_interrupt``, ``injected`` booleans. Other keys go to ``extra``.
     An assistant message's ``usage`` is read by ``usage.read_usage`` (its ``model`` a string of at
     most 255 characters). Raises ``InvalidContent`` naming the offending key; nothing is written
@@ -168,6 +176,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
     message, redactions = redact(clean_json(message))  # docs/write-path.md "Redaction"
     role = check_short_string(message.get("role"), what="message 'role'", allow_empty=False)
     content = message.get("content")
+    null_content = content is None
     if content is None:
         content = ""
     if isinstance(content, list):
@@ -203,6 +212,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
         extra=extra,
         calls=[] if tool_call_id else _calls(content, message),
         redactions=redactions,
+        null_content=null_content,
         **_usage(role, message),
     )
 

@@ -159,6 +159,10 @@ class Conversation(models.Model):
     #: The event_seq of the last write that set, changed or cleared ``pending_ask`` (0: none yet);
     #: an answer written against an earlier event_seq is stale (docs/write-path.md).
     pending_ask_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    #: The event_seq of the last write that changed ``status`` or ``pending_ask`` (0: none yet): a
+    #: reconnect with ``?since=N`` sends ``status_changed`` exactly when it is above N
+    #: (docs/websocket.md).
+    status_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     source = models.CharField(max_length=64, blank=True, default="", db_default="")
     external_id = models.CharField(max_length=255, blank=True, default="", db_default="")
     record_length = models.PositiveBigIntegerField(default=0, db_default=0)
@@ -192,6 +196,10 @@ class Conversation(models.Model):
     #: How many tool calls this conversation has (a counter kept by the write path): a child's
     #: "steps" (docs/websocket.md "child_updated").
     tool_call_count = models.PositiveBigIntegerField(default=0, db_default=0)
+    #: How many tool results wait for their call (stored before the call that they answer, shown
+    #: with ``metadata.orphan``): a counter kept by the write path, so that a new call looks for
+    #: its held result only when there is one (docs/write-path.md "What one message becomes").
+    held_results = models.PositiveBigIntegerField(default=0, db_default=0)
     # Token usage of the conversation's own assistant messages (docs/usage.md): counters kept by
     # the write path in the same write as the messages (never summed on read), in total and by
     # model (``{model: {counter: int}}``, the counters of ``usage.COUNTERS``).
@@ -290,7 +298,9 @@ class Message(models.Model):
     position = models.PositiveBigIntegerField()
     message_id = models.CharField(max_length=255)
     role = models.CharField(max_length=255)
-    content = models.JSONField(default=str, db_default="")
+    #: As given: a string, a list of blocks, or null (SQL NULL) when the message's content was null.
+    #: A raw writer that leaves it out stores null, as a message without ``content`` does.
+    content: models.JSONField[Any, Any] = models.JSONField(null=True, blank=True, default=str)
     tool_call_id = models.CharField(max_length=255, blank=True, default="", db_default="")
     is_error = models.BooleanField(default=False, db_default=False)
     source_id = models.CharField(max_length=255, blank=True, default="", db_default="")
@@ -352,10 +362,15 @@ class ToolCall(models.Model):
             models.Index(fields=("conversation", "status", "-id"), name="murmur_tool_status_idx"),
             models.Index(fields=("status", "name"), name="murmur_tool_status_name_idx"),
             models.Index(fields=("name", "-id"), name="murmur_tool_name_idx"),
+            models.Index(fields=("conversation", "call_id"), name="murmur_tool_call_id_idx"),
         )
         constraints = (
+            # A call id names one call among the conversation's open calls; once a call ended, a
+            # new call may reuse its id (docs/write-path.md "Call ids").
             models.UniqueConstraint(
-                fields=("conversation", "call_id"), name="murmur_toolcall_call_id_uniq"
+                fields=("conversation", "call_id"),
+                condition=Q(status__in=sorted(OPEN_TOOL_STATUSES)),
+                name="murmur_toolcall_open_call_id_uniq",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=ToolStatus.values), name="murmur_toolcall_status_valid"
@@ -580,6 +595,9 @@ class AccessSurface(models.TextChoices):
     """``POST conversations/{id}/fork/`` (the fork copies the conversation)."""
     API_SHARES = "api-shares", "API: share link"
     """``POST conversations/{id}/shares/`` (the link shows the conversation to others)."""
+    WS_CONVERSATION = "ws-conversation", "Websocket: conversation stream"
+    """``ws/conversations/{id}/``: one entry per socket opened (its snapshot, replay and live
+    frames are one view)."""
 
 
 class AccessLogEntry(models.Model):
@@ -808,3 +826,47 @@ class ConversationTag(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class FrameKind(models.IntegerChoices):
+    """What one frame-log row announces (docs/websocket.md "The frame log")."""
+
+    EVENT = 0, "event"
+    """One event_seq of the conversation (its frames), or its creation (event_seq 0)."""
+    DELETED = 1, "deleted"
+    """The conversation was deleted."""
+
+
+class FrameLogEntry(models.Model):
+    """The live frames of one event, written in the same transaction as the change, so that a
+    process on a process-local channel layer delivers another process's writes exactly as its own
+    (docs/websocket.md "The frame log"). Short-lived: rows older than ``FRAME_LOG_RETENTION``
+    seconds are pruned. Not a foreign key to the conversation: a deletion is logged too.
+
+    ``frames`` is the JSON list of the conversation stream's frames of ``event_seq`` ("" when the
+    conversation stream gets no message: a creation, event_seq 0); ``sidebar`` the JSON of the
+    owner's user-stream frame (``conversation_saved`` or ``conversation_deleted``); ``owner`` the
+    owner's primary key as text ("" for none); ``origin`` the writing process's token, so a
+    process skips what it delivered itself."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation_id = models.UUIDField()
+    event_seq = models.BigIntegerField(default=0, db_default=0)
+    kind = models.SmallIntegerField(
+        choices=FrameKind.choices, default=FrameKind.EVENT, db_default=FrameKind.EVENT
+    )
+    owner = models.CharField(max_length=64, blank=True, default="", db_default="")
+    frames = models.TextField(blank=True, default="", db_default="")
+    sidebar = models.TextField(blank=True, default="", db_default="")
+    origin = models.CharField(max_length=32, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    class Meta:
+        ordering = ("id",)
+        verbose_name_plural = "frame log entries"
+        indexes = (
+            models.Index(fields=("conversation_id", "event_seq"), name="murmur_framelog_conv_idx"),
+        )
+
+    def __str__(self) -> str:
+        return f"frames of {self.conversation_id} at {self.event_seq}"

@@ -122,9 +122,36 @@ def display_row_of_values(
     }
 
 
+def record_message(message: Message) -> dict[str, Any]:
+    """The message as the model saw it (docs/write-path.md "The message as the model saw it"): the
+    one definition every read of the record uses (the record API's ``message``, the plug-in read,
+    the exports).
+
+    Keys, in order: ``role``, ``content`` (as given: a string, a list of blocks, or null), ``id``
+    (the message id), ``tool_call_id`` and ``is_error`` for a tool result (``is_error`` also
+    whenever it is true), ``source_id`` when set, then every other key the message arrived with
+    (``tool_calls`` with their argument text as given, ``name``, ``refusal``, ``usage``...) in
+    stored order. ``services.save_messages`` given this dict stores the same record message."""
+    line: dict[str, Any] = {
+        "role": message.role,
+        "content": message.content,
+        "id": message.message_id,
+    }
+    if message.tool_call_id:
+        line["tool_call_id"] = message.tool_call_id
+    if message.tool_call_id or message.is_error:
+        line["is_error"] = message.is_error
+    if message.source_id:
+        line["source_id"] = message.source_id
+    for key, value in (message.extra or {}).items():
+        line.setdefault(key, value)
+    return line
+
+
 def record_row(message: Message) -> dict[str, Any]:
     """``{id (the message_id), position, role, content, tool_call_id, is_error, source_id,
-    created_at}``."""
+    created_at, message}``: ``content`` as given (null included) and ``message`` the whole
+    message as the model saw it (:func:`record_message`)."""
     return {
         "id": message.message_id,
         "position": message.position,
@@ -134,14 +161,18 @@ def record_row(message: Message) -> dict[str, Any]:
         "is_error": message.is_error,
         "source_id": message.source_id or None,
         "created_at": iso(message.created_at),
+        "message": record_message(message),
     }
 
 
 def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str, Any]:
-    """``{call_id, name, arguments, status, interrupt_reason, display_text, result, error,
-    started_at, finished_at, event_seq, children}``; ``children`` are the ids of the child
-    conversations the call launched (``selectors.children_by_call``), oldest first."""
+    """``{id, call_id, name, arguments, status, interrupt_reason, display_text, result, error,
+    started_at, finished_at, event_seq, created_at, children}``; ``id`` (a string) is the call's
+    own, unique even when an agent reused the ``call_id`` in a later round (docs/api.md
+    "Rows"); ``children`` are the ids of the child conversations the call launched
+    (``selectors.children_by_call``), oldest first."""
     return {
+        "id": str(call.pk),
         "call_id": call.call_id,
         "name": call.name,
         "arguments": call.arguments,
@@ -153,6 +184,7 @@ def tool_call_row(call: ToolCall, children: list[str] | None = None) -> dict[str
         "started_at": iso(call.started_at),
         "finished_at": iso(call.finished_at),
         "event_seq": call.event_seq,
+        "created_at": iso(call.created_at),
         "children": list(children or ()),
     }
 

@@ -3,6 +3,11 @@
 Declarations only. Each is sent with ``send_robust`` inside ``transaction.on_commit(..., robust=True)``,
 so a failing receiver is logged under ``murmur_conversations.signals`` and never fails the write, and
 nothing is sent for a write that rolled back. ``sender`` is always the ``Conversation`` model class.
+
+With ``FRAME_LOG`` on (docs/websocket.md "The frame log") the services build each event's frames
+once, inside the transaction: ``conversation_saved`` then also carries ``frames`` (the
+conversation stream's frames of the event) and ``sidebar`` (the owner's ``conversation_saved``
+frame), and the event's other signals carry ``logged=True``. Receivers of your own can ignore both.
 """
 
 from __future__ import annotations

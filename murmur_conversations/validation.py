@@ -119,6 +119,19 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+def check_items(value: Any, *, what: str) -> list[Any]:
+    """``value`` as a list when it is a list, a tuple or another iterable that is not text, bytes
+    or a mapping (a generator of messages); ``InvalidContent`` naming ``what`` otherwise (an int,
+    None, a string, a single dict). The caller's wrong type is a clear error, never a
+    ``TypeError`` from deep inside a write."""
+    if isinstance(value, str | bytes | bytearray | dict) or value is None:
+        raise InvalidContent(f"{what} must be a list, not {type(value).__name__}")
+    try:
+        return list(value)
+    except TypeError:
+        raise InvalidContent(f"{what} must be a list, not {type(value).__name__}") from None
+
+
 def check_display_content(content_type: str, content: Any) -> None:
     """Raise ``InvalidContent("invalid structure for content_type <ct>")`` unless ``content`` has the
     keys ``_REQUIRED`` above lists for ``content_type`` (extra keys allowed)."""

@@ -17,11 +17,16 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-murmur-demo-only-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
-ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"] + [
-    host for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if host
-]
+#: The loopback hosts, served only when DEBUG is on or the environment names them (``python3 dev.py
+#: demo`` does): a production deployment answers its own names only (docs/deployment.md).
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+ALLOWED_HOSTS = [
+    host.strip() for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if host.strip()
+] + (LOOPBACK_HOSTS if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = [
-    origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
+    origin.strip()
+    for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",")
+    if origin.strip()
 ]
 
 INSTALLED_APPS = [
@@ -144,6 +149,24 @@ def channel_layers_from_env() -> dict[str, Any]:
 
 
 CHANNEL_LAYERS = channel_layers_from_env()
+
+
+def caches_from_env() -> dict[str, Any]:
+    """Redis from ``REDIS_URL`` (websocket tickets must be shared by every process that issues or
+    redeems them, docs/deployment.md "Tickets"), else Django's local-memory cache (one process)."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": url,
+                "KEY_PREFIX": os.environ.get("MURMUR_CHANNEL_PREFIX", "murmur-demo"),
+            }
+        }
+    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+CACHES = caches_from_env()
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import schemathesis
 from django.contrib.auth.models import User
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+from schemathesis import BaseSchema
 
 from murmur_conversations.models import Conversation
 from tests.helpers import Response
@@ -71,3 +77,33 @@ def shape(response: Response) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:
     """Status, body bytes and headers except Date: what must be identical for denials."""
     headers = tuple(sorted((k, v) for k, v in response.headers.items() if k.lower() != "date"))
     return response.status_code, response.content, headers
+
+
+# ----------------------------------------------------------------------------- schemathesis
+
+
+def load_schema(client: APIClient) -> BaseSchema:
+    response = client.get(f"{API}schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    raw = json.loads(response.content)
+    assert {p.removeprefix("/api/") for p in raw["paths"]} >= {
+        "conversations/",
+        "conversations/{id}/",
+        "conversations/{id}/record/",
+        "ws-ticket/",
+        "session/",
+    }
+    return schemathesis.openapi.from_dict(raw)
+
+
+@contextmanager
+def keep_test_connection() -> Iterator[None]:
+    """Run WSGI requests without closing the test's database connection around each one (as
+    Django's test client does)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)

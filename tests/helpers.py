@@ -9,7 +9,13 @@ from typing import Any, Protocol
 from django.contrib.auth.models import User
 from django.http.response import ResponseHeaders
 
-from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall
+from murmur_conversations.models import (
+    OPEN_TOOL_STATUSES,
+    Conversation,
+    DisplayMessage,
+    Message,
+    ToolCall,
+)
 from murmur_conversations.projection import transcript_entry
 
 
@@ -75,6 +81,18 @@ def assert_counters_match_rows(conversation: Conversation) -> None:
         conversation.tool_call_count == ToolCall.objects.filter(conversation=conversation).count()
     )
     assert conversation.child_count == Conversation.objects.filter(parent=conversation).count()
+    held = DisplayMessage.objects.filter(
+        conversation=conversation,
+        content_type="tool_result",
+        tool_call__isnull=True,
+        metadata__orphan=True,
+    ).count()
+    assert conversation.held_results == held, "held_results counts the results held for a call"
+    calls = list(
+        ToolCall.objects.filter(conversation=conversation).values_list("call_id", "status")
+    )
+    open_ids = [call_id for call_id, status in calls if status in OPEN_TOOL_STATUSES]
+    assert len(open_ids) == len(set(open_ids)), "a call id names one open call"
 
 
 class MakeUser(Protocol):

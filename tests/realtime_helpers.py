@@ -3,6 +3,7 @@ connect/expect helpers around Channels' ``WebsocketCommunicator``."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -71,6 +72,20 @@ async def expect_close(communicator: WebsocketCommunicator, code: int) -> None:
     output = await communicator.receive_output(timeout=TIMEOUT)
     assert output == {"type": "websocket.close", "code": code}
     await communicator.disconnect()
+
+
+async def frames_then_close(communicator: WebsocketCommunicator, code: int) -> list[Frame]:
+    """The frames ``communicator`` receives before it is closed with ``code`` (asserted). Events
+    published before the cause of the close may still be on their way (a layer delivers them
+    later than the write's commit), so a close may come after them."""
+    received: list[Frame] = []
+    while True:
+        output = await communicator.receive_output(timeout=TIMEOUT)
+        if output["type"] != "websocket.send":
+            assert output == {"type": "websocket.close", "code": code}
+            await communicator.disconnect()
+            return received
+        received.append(json.loads(output["text"]))
 
 
 async def frames_until(

@@ -17,6 +17,7 @@ these settings too and is pointed at the test database by ``MURMUR_SQLITE_PATH``
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -133,6 +134,31 @@ CHANNEL_LAYERS: dict[str, Any] = {
         }
     )
 }
+
+
+def test_caches() -> dict[str, Any]:
+    """``CACHES``: websocket tickets are issued by the test process and redeemed by server
+    processes it starts, so the cache must be shared (docs/deployment.md "Tickets"): Redis when
+    ``REDIS_URL`` is set (keys under a prefix of the run's suffix), else files in a folder of the
+    run."""
+    if _REDIS_URL:
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": _REDIS_URL,
+                # Not the channel prefix: server processes get a private one per test.
+                "KEY_PREFIX": f"murmur-test-cache{_SUFFIX}",
+            }
+        }
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": os.path.join(tempfile.gettempdir(), f"murmur-test-cache{_SUFFIX}"),
+        }
+    }
+
+
+CACHES = test_caches()
 
 REST_FRAMEWORK = {
     # The app's views take only authentication and throttling from here (docs/api.md).

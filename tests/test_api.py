@@ -394,8 +394,8 @@ def test_tool_calls_newest_first_with_status_filter(client: APIClient, own: Conv
     assert c2["status"] == "executing"
     assert c2["display_text"] == "ls"
     assert set(c2) == {
-        "call_id", "name", "arguments", "status", "interrupt_reason", "display_text",
-        "result", "error", "started_at", "finished_at", "event_seq", "children",
+        "id", "call_id", "name", "arguments", "status", "interrupt_reason", "display_text",
+        "result", "error", "started_at", "finished_at", "event_seq", "created_at", "children",
     }  # fmt: skip
     done = client.get(url(own.pk, "tool-calls/?status=completed")).json()
     assert [row["call_id"] for row in done["results"]] == ["c1"]
@@ -497,12 +497,14 @@ def test_ws_ticket_is_bound_to_the_caller(client: APIClient, owner: User) -> Non
     body = response.json()
     assert set(body) == {"ticket", "expires_in"}
     assert body["expires_in"] == 60
+    spare = client.post(f"{API}ws-ticket/").json()["ticket"]
     redeemed = redeem_ticket(body["ticket"])
     assert redeemed is not None
     assert redeemed.user.pk == owner.pk
+    assert redeem_ticket(body["ticket"]) is None  # single-use
     owner.set_password("changed")
     owner.save()
-    assert redeem_ticket(body["ticket"]) is None
+    assert redeem_ticket(spare) is None
 
 
 def test_ws_ticket_needs_credentials_and_post(client: APIClient) -> None:

@@ -5,28 +5,31 @@ response carries another owner's data and every denial equals the missing-conver
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import schemathesis
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-from schemathesis import BaseSchema, Case, checks
+from schemathesis import Case, checks
 from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 
 from murmur_conversations import services
 from murmur_conversations.models import Conversation
-from tests.api_helpers import API, DETAIL_ROUTES, MALFORMED_IDS, shape, token_client, url
+from tests.api_helpers import (
+    API,
+    DETAIL_ROUTES,
+    MALFORMED_IDS,
+    keep_test_connection,
+    load_schema,
+    shape,
+    token_client,
+    url,
+)
 from tests.helpers import MakeConversation, MakeUser
 
 pytestmark = pytest.mark.django_db
@@ -130,33 +133,6 @@ CHECKS = [
     checks.response_schema_conformance,
     checks.response_headers_conformance,
 ]
-
-
-def load_schema(client: APIClient) -> BaseSchema:
-    response = client.get(f"{API}schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
-    assert response.status_code == 200
-    raw = json.loads(response.content)
-    assert {p.removeprefix("/api/") for p in raw["paths"]} >= {
-        "conversations/",
-        "conversations/{id}/",
-        "conversations/{id}/record/",
-        "ws-ticket/",
-        "session/",
-    }
-    return schemathesis.openapi.from_dict(raw)
-
-
-@contextmanager
-def keep_test_connection() -> Iterator[None]:
-    """Run WSGI requests without closing the test's database connection around each one (as
-    Django's test client does)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
 
 
 def test_schema_matches_the_responses(

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from django.apps import apps
 from django.contrib.auth.models import User
-from django.db import connection
+from django.core.management import call_command
+from django.db import IntegrityError, connection, transaction
 from django.db.models import NOT_PROVIDED, Field
 from django.db.models.expressions import Value
 from django.db.models.functions import Now
@@ -37,6 +38,7 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
+from murmur_conversations.search import parse_query, search_hits
 
 _CONSTANT_CALLABLES: dict[Any, Any] = {dict: {}, list: [], str: ""}
 
@@ -102,6 +104,31 @@ def test_a_raw_insert_naming_only_the_key_gives_a_whole_conversation() -> None:
         False,
     )
     assert conversation.created_at is not None and conversation.saved_at is not None
+
+
+def _insert_bare_conversation() -> uuid.UUID:
+    pk = uuid.uuid4()
+    value = pk if connection.vendor == "postgresql" else pk.hex
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {Conversation._meta.db_table} (id) VALUES (%s)", [value])
+    return pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_defaults_migration_goes_both_ways_and_keeps_the_rows(user: User) -> None:
+    kept = services.start_conversation(owner=user, title="kept across the rebuilds")
+    services.save_message(conversation=kept, message={"role": "user", "content": "findable"})
+    try:
+        call_command("migrate", "murmur_conversations", "0007_share", verbosity=0)
+        with pytest.raises(IntegrityError):
+            _insert_bare_conversation()
+    finally:
+        call_command("migrate", "murmur_conversations", verbosity=0)
+    assert Conversation.objects.filter(pk=_insert_bare_conversation()).exists()
+    kept.refresh_from_db()
+    assert (kept.title, kept.record_length) == ("kept across the rebuilds", 1)
+    hits, _ = search_hits(Conversation.objects.filter(owner=user), parse_query("findable"))
+    assert [hit.conversation_id for hit in hits] == [kept.pk]
 
 
 def _check_counters(conversation_id: uuid.UUID) -> Conversation:

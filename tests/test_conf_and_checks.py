@@ -47,6 +47,8 @@ def test_defaults_are_the_documented_values(settings: Settings) -> None:
         ("MAX_METADATA_BYTES", 11),
         ("GROUP_PREFIX", "team"),
         ("DB_TAIL_INTERVAL", 1.5),
+        ("FRAME_LOG", False),
+        ("FRAME_LOG_RETENTION", 5),
     ],
 )
 def test_each_key_is_read_on_access(settings: Settings, key: str, value: object) -> None:
@@ -111,6 +113,9 @@ def test_valid_configuration_has_no_messages(settings: Settings) -> None:
         ({"GROUP_PREFIX": ""}, ["murmur_conversations.E008"]),
         ({"DB_TAIL_INTERVAL": 0}, ["murmur_conversations.E009"]),
         ({"DB_TAIL_INTERVAL": "fast"}, ["murmur_conversations.E009"]),
+        ({"FRAME_LOG": "yes"}, ["murmur_conversations.E040"]),
+        ({"FRAME_LOG_RETENTION": 0}, ["murmur_conversations.E041"]),
+        ({"FRAME_LOG_RETENTION": True}, ["murmur_conversations.E041"]),
         ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
     ],
 )
@@ -140,6 +145,7 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
         checks.check_use_tz,
         checks.check_database,
         checks.check_search_backend,
+        checks.check_ticket_cache,
     }
     assert ours <= set(registry.registry.get_checks(include_deployment_checks=True))
     # Settings checks only: a 'database' check may skip itself when no --database is named.
@@ -150,9 +156,15 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
     assert used == {f"E{n:03d}" for n in range(1, 12)} | {"W001", "W002", "W003", "W004"} | {
         "E020",
         "E021",
+        "E040",
+        "E041",
         "E030",
         "E031",
+        "E032",
+        "E033",
+        "E034",
         "W020",
+        "W034",
     }
     assert {check_id for check_id in used if check_id not in readme} == set()
 
@@ -181,3 +193,47 @@ def test_manage_py_check_fails_on_errors(
     settings.MURMUR_CONVERSATIONS = {"MAX_PAGE_SIZE": 1000}
     with pytest.raises(SystemCheckError, match="E003"):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ({"TICKET_CACHE": "nowhere"}, ["murmur_conversations.E032"]),
+        ({"TICKET_CACHE": 5}, ["murmur_conversations.E032"]),
+        ({"ACCESS_RECHECK_INTERVAL": 0}, ["murmur_conversations.E033"]),
+        ({"ACCESS_RECHECK_INTERVAL": 5}, ["murmur_conversations.E033"]),
+        ({"ACCESS_RECHECK_INTERVAL": float("nan")}, ["murmur_conversations.E033"]),
+        ({"ACCESS_RECHECK_INTERVAL": True}, ["murmur_conversations.E033"]),
+        ({"ACCESS_RECHECK_INTERVAL": 0.5}, []),
+    ],
+)
+def test_access_settings_are_checked(
+    settings: Settings, conf: dict[str, object], expected: list[str]
+) -> None:
+    settings.MURMUR_CONVERSATIONS = conf
+    assert ids(checks.check_settings()) == expected
+
+
+def test_the_ticket_cache_must_keep_and_share_tickets(settings: Settings) -> None:
+    """A dummy ticket cache is an error; a local-memory one with a layer that spans processes
+    (with DEBUG off) a warning; a shared one, or one process, passes."""
+    dummy = {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}
+    local = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    redis_layer = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+        }
+    }
+    settings.CACHES = {"default": dummy}
+    assert ids(checks.check_ticket_cache()) == ["murmur_conversations.E034"]
+    settings.CACHES = {"default": local}
+    settings.DEBUG = False
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
+    }
+    assert ids(checks.check_ticket_cache()) == []  # one process: fine
+    settings.CHANNEL_LAYERS = redis_layer
+    assert ids(checks.check_ticket_cache()) == ["murmur_conversations.W034"]
+    settings.DEBUG = True
+    assert ids(checks.check_ticket_cache()) == []

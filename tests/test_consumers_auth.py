@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django import Settings
 
-from murmur_conversations import services
+from murmur_conversations import frames, services
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.realtime import broadcast
+from murmur_conversations.realtime.middleware import origin_allowed
 from murmur_conversations.tickets import issue_ticket
 from tests.helpers import MakeUser
 from tests.realtime_helpers import (
@@ -24,12 +25,14 @@ from tests.realtime_helpers import (
     connect,
     db_async,
     expect_close,
+    frames_then_close,
     frames_until,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("private_layer")]
 
 ALLOWED = (b"origin", b"http://testserver")
+HOST = (b"host", b"testserver")
 
 
 def path_of(conversation: Conversation) -> str:
@@ -68,7 +71,7 @@ async def test_session_cookie_from_an_allowed_origin_authenticates(
     user: User, conversation: Conversation
 ) -> None:
     _client, key = await db_async(logged_in)(user)
-    communicator = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
+    communicator = await connect(path_of(conversation), headers=[ALLOWED, HOST, cookie(key)])
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
     await communicator.disconnect()
 
@@ -82,15 +85,59 @@ async def test_session_cookie_from_an_allowed_origin_authenticates(
         b"null",
         b"http://[::1",
         b"\xff\xfe",
+        b"http://testserver:8001",  # another port of the same host
+        b"https://testserver",  # another scheme
+        b"ws://testserver",
+        b"http://sub.testserver",
+        b"http://TESTSERVER",
+        b"http://testserver/",
+        b"",
     ],
 )
 async def test_session_cookie_from_another_origin_is_ignored(
     user: User, conversation: Conversation, origin: bytes | None
 ) -> None:
     _client, key = await db_async(logged_in)(user)
-    headers = [cookie(key)] + ([(b"origin", origin)] if origin is not None else [])
+    headers = [HOST, cookie(key)] + ([(b"origin", origin)] if origin is not None else [])
     communicator = await connect(path_of(conversation), headers=headers)
     await expect_close(communicator, 4401)
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "scheme", "trusted", "allowed"),
+    [
+        (b"http://testserver", b"testserver", "ws", [], True),
+        (b"https://testserver", b"testserver", "wss", [], True),
+        (b"http://testserver", b"testserver", "wss", [], False),  # the scheme must match
+        (b"http://localhost:8000", b"localhost:8000", "ws", [], True),
+        (b"http://localhost:8001", b"localhost:8000", "ws", [], False),  # and the port
+        (b"http://evil.example", b"evil.example", "ws", [], False),  # Host not allowed
+        (b"https://app.example.com", b"testserver", "ws", ["https://app.example.com"], True),
+        (b"https://app.example.com:444", b"testserver", "ws", ["https://app.example.com"], False),
+        (b"http://app.example.com", b"testserver", "ws", ["https://app.example.com"], False),
+        (b"https://a.example.com", b"testserver", "ws", ["https://*.example.com"], True),
+        (b"https://example.com", b"testserver", "ws", ["https://*.example.com"], True),
+        (b"http://a.example.com", b"testserver", "ws", ["https://*.example.com"], False),
+        (b"https://a.example.com.evil", b"testserver", "ws", ["https://*.example.com"], False),
+    ],
+)
+def test_trusted_origins_match_exactly(
+    settings: Settings,
+    origin: bytes,
+    host: bytes,
+    scheme: str,
+    trusted: list[str],
+    allowed: bool,
+) -> None:
+    """Scheme, host and port, as Django's CSRF origin check: the connection's own origin (an
+    allowed Host) or an entry of CSRF_TRUSTED_ORIGINS."""
+    settings.CSRF_TRUSTED_ORIGINS = trusted
+    scope = {
+        "type": "websocket",
+        "scheme": scheme,
+        "headers": [(b"origin", origin), (b"host", host)],
+    }
+    assert origin_allowed(scope) is allowed
 
 
 async def test_ticket_works_from_any_origin(user: User, conversation: Conversation) -> None:
@@ -104,7 +151,7 @@ async def test_ticket_works_from_any_origin(user: User, conversation: Conversati
 async def test_a_bad_ticket_wins_over_a_good_cookie(user: User, conversation: Conversation) -> None:
     _client, key = await db_async(logged_in)(user)
     communicator = await connect(
-        f"{path_of(conversation)}?ticket=forged", headers=[ALLOWED, cookie(key)]
+        f"{path_of(conversation)}?ticket=forged", headers=[ALLOWED, HOST, cookie(key)]
     )
     await expect_close(communicator, 4401)
 
@@ -116,7 +163,7 @@ async def test_logout_closes_the_sessions_sockets_and_its_tickets(
     user: User, conversation: Conversation
 ) -> None:
     client, key = await db_async(logged_in)(user)
-    by_cookie = await connect(path_of(conversation), headers=[ALLOWED, cookie(key)])
+    by_cookie = await connect(path_of(conversation), headers=[ALLOWED, HOST, cookie(key)])
     ticket = issue_ticket(user=user, session_key=key)
     by_ticket = await connect(f"{path_of(conversation)}?ticket={ticket}")
     other_session = await connect("ws/conversations/", user)  # a ticket without this session
@@ -148,8 +195,10 @@ async def test_deactivation_and_password_change_close_every_socket(
         user.save()
 
     await db_async(apply)()
-    await expect_close(stream, 4401)
-    await expect_close(socket, 4401)
+    # Only what was published before the change (the fixture's conversation_saved) may precede
+    # the close; nothing written after it reaches either socket.
+    for received in (await frames_then_close(stream, 4401), await frames_then_close(socket, 4401)):
+        assert all(frame.get("event_seq", 0) == 0 for frame in received), received
 
 
 async def test_other_user_saves_do_not_close(
@@ -216,9 +265,13 @@ async def test_user_stream_ignores_client_frames_and_closes_on_binary(user: User
 
 
 @pytest.fixture
-def other_process(settings: Settings) -> Iterator[broadcast.Broadcaster]:
-    """The process-local layer with a fast tail, and a broadcaster that publishes nothing: every
-    write looks as if another process made it, so only the database tail can deliver it."""
+def other_process(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[broadcast.Broadcaster]:
+    """The process-local layer with a fast tail, a broadcaster that publishes nothing and the
+    frame log's origin of another process: every write looks as if another process made it, so
+    only the database tail can deliver it."""
+    monkeypatch.setattr(frames, "process_origin", lambda: "another-process")
     settings.CHANNEL_LAYERS = {"default": LOCAL_LAYER}
     settings.MURMUR_CONVERSATIONS = {"DB_TAIL_INTERVAL": 0.05}
     silent = broadcast.Broadcaster(layer=lambda: None)

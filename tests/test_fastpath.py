@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.dispatch import Signal
 
 from murmur_conversations import services, signals
@@ -36,6 +37,7 @@ BATCH: list[dict[str, Any]] = [
     {"role": "developer", "content": "be brief"},
     {"role": "user", "content": "<ctx>", "injected": True, "source_id": "src"},
     {"role": "assistant", "content": None, "zeta": {"k": [1, 2]}},
+    {"role": "assistant", "refusal": "I can't help with that.", "name": "ops-bot"},
     {"role": "user", "content": "nul\x00 and \ud800 text", "is_error": True},
 ]
 
@@ -46,11 +48,15 @@ def snapshot(
     conversation.refresh_from_db()
     records = list(
         Message.objects.filter(conversation=conversation)
+        .annotate(  # null content is SQL NULL on both paths, never JSON null or ""
+            content_null=ExpressionWrapper(Q(content__isnull=True), output_field=BooleanField())
+        )
         .order_by("position")
         .values(
             "position",
             "role",
             "content",
+            "content_null",
             "tool_call_id",
             "is_error",
             "source_id",
@@ -93,7 +99,7 @@ def test_fast_and_general_paths_write_the_same_times(
     start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
     fast = make_conversation(created_at=start)
     general = make_conversation(created_at=start)
-    times: list[datetime | None] = [start + timedelta(seconds=s) for s in (5, 9, 7, 1, 3, 2)]
+    times: list[datetime | None] = [start + timedelta(seconds=s) for s in (5, 9, 7, 1, 3, 4, 2)]
     times[2] = None  # an untimed message takes the call's own time
     frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
     monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
@@ -151,6 +157,8 @@ def test_fast_and_general_paths_write_the_same(
     monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
     general_signals = announced(lambda: save(general))
     assert snapshot(fast) == snapshot(general)
+    nulls = [record["content_null"] for record in snapshot(fast)[0]]
+    assert nulls == [m.get("content") is None for m in BATCH] + [False]
     assert [(r.seq, r.content) for r in returned[fast.pk]] == [
         (r.seq, r.content) for r in returned[general.pk]
     ]

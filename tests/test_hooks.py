@@ -78,10 +78,23 @@ def test_message_shape_and_tool_envelope(conversation: Conversation) -> None:
     page = read_messages(hook="recall", conversation=conversation)
     tool, assistant = page.messages
     # content is JSON text of the stored content (jsonb may order keys its own way)
-    assert {k: v for k, v in assistant.items() if k != "content"} == {
+    assert {k: v for k, v in assistant.items() if k not in ("content", "message")} == {
         "id": "a",
         "role": "assistant",
         "source_id": "src",
+    }
+    assert assistant["message"] == {
+        "role": "assistant",
+        "content": [{"type": "tool_call", "id": "c", "name": "n", "input": {}}],
+        "id": "a",
+        "source_id": "src",
+    }
+    assert tool["message"] == {
+        "role": "tool",
+        "content": "out",
+        "id": "t",
+        "tool_call_id": "c",
+        "is_error": True,
     }
     assert json.loads(assistant["content"]) == [
         {"type": "tool_call", "id": "c", "name": "n", "input": {}}

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,14 +40,6 @@ def import_in_child(env: dict[str, str], path: Path, username: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.xfail(
-    not os.environ.get("REDIS_URL"),
-    reason=(
-        "the process-local layer's user stream tails the database by a saved_at watermark, which "
-        "misses a conversation saved in the past; the durable frame log read by id replaces it"
-    ),
-    strict=True,
-)
 async def test_an_open_sidebar_learns_of_a_conversation_imported_from_the_past(
     shared_env: dict[str, str], tmp_path: Path, user: User
 ) -> None:

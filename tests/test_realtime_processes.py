@@ -123,16 +123,18 @@ async def test_real_client_close_codes_and_command_writes(
     recover_interrupted`` reach the client (embedded default: through the server's database tail;
     with REDIS_URL: through Redis)."""
     await db_async(start_run)(conversation)
-    ticket = ticket_for(user)
+    tickets = [await db_async(ticket_for)(user) for _ in range(4)]  # single-use: one a socket
     with uvicorn_server(shared_env, tmp_path / "server.log") as base:
         assert await close_code(f"{base}/ws/conversations/{conversation.pk}/") == 4401
-        bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={ticket}"
+        bad = f"{base}/ws/conversations/{uuid.uuid4()}/?ticket={tickets[0]}"
         assert await close_code(bad) == 4404
-        malformed = f"{base}/ws/conversations/nope/?ticket={ticket}"
+        malformed = f"{base}/ws/conversations/nope/?ticket={tickets[1]}"
         assert await close_code(malformed) == 4404
-        since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={ticket}"
+        since = f"{base}/ws/conversations/{conversation.pk}/?since=x&ticket={tickets[2]}"
         assert await close_code(since) == 4400
-        uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={ticket}"
+        used = f"{base}/ws/conversations/{conversation.pk}/?ticket={tickets[2]}"
+        assert await close_code(used) == 4401  # a ticket opens one socket, across processes
+        uri = f"{base}/ws/conversations/{conversation.pk}/?since=0&ticket={tickets[3]}"
         async with ws_connect(uri, open_timeout=TIMEOUT) as ws:
             snapshot = await next_frame(ws)
             assert (snapshot["type"], snapshot["event_seq"]) == ("snapshot", 2)
@@ -163,16 +165,18 @@ async def test_two_servers_share_redis(
     process, one made through the first server (REST PATCH) and one made by a management
     command."""
     await db_async(start_run)(conversation)
-    ticket = ticket_for(user)
+    tickets = [await db_async(ticket_for)(user) for _ in range(3)]  # single-use: one a socket
     with (
         uvicorn_server(shared_env, tmp_path / "one.log") as one,
         uvicorn_server(shared_env, tmp_path / "two.log") as two,
     ):
-        path = f"/ws/conversations/{conversation.pk}/?ticket={ticket}"
+        path = f"/ws/conversations/{conversation.pk}/?ticket="
         async with (
-            ws_connect(one + path, open_timeout=TIMEOUT) as first,
-            ws_connect(two + path, open_timeout=TIMEOUT) as second,
-            ws_connect(f"{two}/ws/conversations/?ticket={ticket}", open_timeout=TIMEOUT) as stream,
+            ws_connect(one + path + tickets[0], open_timeout=TIMEOUT) as first,
+            ws_connect(two + path + tickets[1], open_timeout=TIMEOUT) as second,
+            ws_connect(
+                f"{two}/ws/conversations/?ticket={tickets[2]}", open_timeout=TIMEOUT
+            ) as stream,
         ):
             for ws in (first, second):
                 assert (await next_frame(ws))["type"] == "snapshot"

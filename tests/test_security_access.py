@@ -26,7 +26,6 @@ from unittest import mock
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
-from django.core import signing
 from django.urls import URLPattern
 from pytest_django import Settings
 from rest_framework.test import APIClient
@@ -69,13 +68,11 @@ def ws_paths() -> list[str]:
 
 
 def expired_ticket(user: User) -> str:
-    """A ticket for ``user`` signed two minutes ago (tickets live 60 seconds)."""
+    """A ticket for ``user`` issued two minutes ago (tickets live 60 seconds)."""
     from murmur_conversations.tickets import issue_ticket
 
-    def two_minutes_ago(self: signing.TimestampSigner) -> str:
-        return signing.b62_encode(int(time.time()) - 120)
-
-    with mock.patch.object(signing.TimestampSigner, "timestamp", two_minutes_ago):
+    two_minutes_ago = time.time() - 120
+    with mock.patch("time.time", return_value=two_minutes_ago):
         return issue_ticket(user=user, session_key=None)
 
 
@@ -160,13 +157,25 @@ def callers(
     hook_token = issue_token(hook="recall", conversation=elsewhere.pk)
     expired = expired_ticket(owner)
     return {
-        "owner": (token_client(owner), "", f"ticket={ticket_for(owner)}"),
-        "other": (token_client(other), "", f"ticket={ticket_for(other)}"),
-        "staff": (token_client(staff), "", f"ticket={ticket_for(staff)}"),
+        "owner": (token_client(owner), "", f"{FRESH}{owner.pk}"),
+        "other": (token_client(other), "", f"{FRESH}{other.pk}"),
+        "staff": (token_client(staff), "", f"{FRESH}{staff.pk}"),
         "anonymous": (APIClient(), "", ""),
         "hook_elsewhere": (hook, "", f"ticket={hook_token}"),  # a hook token is not a ticket
         "expired_ticket": (APIClient(), f"?ticket={expired}", f"ticket={expired}"),
     }
+
+
+#: A websocket query of ``callers`` that stands for a fresh ticket of this user pk (single-use).
+FRESH = "fresh-ticket-of:"
+
+
+async def ws_query(query: str) -> str:
+    """The websocket query to send: a new ticket for a ``FRESH`` query, else the query."""
+    if not query.startswith(FRESH):
+        return query
+    user = await db_async(User.objects.get)(pk=int(query.removeprefix(FRESH)))
+    return f"ticket={await db_async(ticket_for)(user)}"
 
 
 def call(client: APIClient, verb: str, path: str) -> Response:
@@ -322,7 +331,7 @@ async def test_websocket_denials_equal_the_missing_conversation(
         answers = []
         for conversation_id in (existing, missing, MALFORMED):
             for since in ("", "since=0"):
-                suffix = "&".join(x for x in (query, since) if x)
+                suffix = "&".join(x for x in (await ws_query(query), since) if x)
                 path = template.format(id=conversation_id) + (f"?{suffix}" if suffix else "")
                 answers.append(await outputs_until_close(await connect(path)))
         expected = 4401 if who in ("anonymous", "hook_elsewhere", "expired_ticket") else 4404
@@ -347,7 +356,8 @@ async def test_another_users_stream_hears_nothing_of_the_owners_writes(
         conversation=planted, message={"role": "user", "content": f"{marker}-live"}
     )
     await db_async(services.update_conversation)(conversation=planted, title=f"{marker}-renamed")
-    owner_stream = await connect(f"ws/conversations/{planted.pk}/?since=0&{callers['owner'][2]}")
+    owner_query = await ws_query(callers["owner"][2])
+    owner_stream = await connect(f"ws/conversations/{planted.pk}/?since=0&{owner_query}")
     for stream, conversation in zip(streams, own, strict=True):
         await db_async(services.update_conversation)(conversation=conversation, title="sentinel")
         frames = await frames_until(

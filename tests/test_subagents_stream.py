@@ -131,9 +131,11 @@ async def test_replay_since_covers_the_children(user: User, conversation: Conver
     ]
     assert replay[0]["child"]["id"] == str(second.pk)
     assert (replay[2]["child"]["id"], replay[2]["child"]["steps"]) == (str(first.pk), 1)
-    # event 4 is carried by no row or child now (first changed again at 6): a status frame
+    # event 4 (the child's status) is carried by no row or child now (first changed again at 6);
+    # the parent's own status never changed, so no status frame: the next frame is the next write
+    await save(conversation=conversation, message={"role": "user", "content": "marker"})  # 7
     frame = await communicator.receive_json_from(timeout=TIMEOUT)
-    assert (frame["type"], frame["event_seq"]) == ("status_changed", 6)
+    assert (frame["type"], frame["event_seq"]) == ("display_message_saved", 7)
     await communicator.disconnect()
 
 

@@ -11,6 +11,8 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 
+from murmur_conversations.validation import clean_text
+
 
 class CompactJSONRenderer(JSONRenderer):
     """Compact UTF-8 JSON (``application/json``), independent of the host's ``COMPACT_JSON``,
@@ -23,6 +25,28 @@ class CompactJSONRenderer(JSONRenderer):
     def get_indent(self, accepted_media_type: str, renderer_context: Any) -> None:
         """Never indent: one byte-exact answer whatever the client asked for."""
         return None
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        """UTF-8 JSON of ``data``. Client text echoed in an answer (an unknown id in an error
+        message) may hold a lone surrogate, which UTF-8 cannot encode: such strings are written
+        with U+FFFD in its place (``validation.clean_text``), never a 500."""
+        try:
+            rendered: bytes = super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            rendered = super().render(_clean_strings(data), accepted_media_type, renderer_context)
+        return rendered
+
+
+def _clean_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_clean_strings(k): _clean_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_strings(item) for item in value]
+    return value
 
 
 class FixedContentNegotiation(BaseContentNegotiation):

@@ -118,21 +118,29 @@ class DisplayRowSerializer(serializers.Serializer[Any]):
 
 
 class RecordRowSerializer(serializers.Serializer[Any]):
-    """A record row (``representations.record_row``); ``content`` is a string or a block list."""
+    """A record row (``representations.record_row``); ``content`` is a string, a block list or
+    null."""
 
     id = serializers.CharField()
     position = serializers.IntegerField(min_value=1)
     role = serializers.CharField()
-    content = Any_()
+    content = Any_(allow_null=True)
     tool_call_id = serializers.CharField(allow_null=True)
     is_error = serializers.BooleanField()
     source_id = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
+    message = serializers.DictField(
+        help_text="The message as the model saw it: role, content as given (null included), "
+        "id, tool_call_id, is_error, source_id, then every other key it arrived with."
+    )
 
 
 class ToolCallRowSerializer(serializers.Serializer[Any]):
     """A tool-call row (``representations.tool_call_row``)."""
 
+    id = serializers.CharField(
+        help_text="The call's own id: unique, also when an agent reused the call_id."
+    )
     call_id = serializers.CharField()
     name = serializers.CharField()
     arguments = Any_()
@@ -144,6 +152,7 @@ class ToolCallRowSerializer(serializers.Serializer[Any]):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     event_seq = serializers.IntegerField(min_value=0)
+    created_at = serializers.DateTimeField()
     children = serializers.ListField(child=serializers.UUIDField())
 
 

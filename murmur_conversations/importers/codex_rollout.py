@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from murmur_conversations import jsonenc
+from murmur_conversations.exits import exit_status
 from murmur_conversations.importers.records import (
     TITLE_CUSTOM,
     TITLE_PROMPT,
@@ -193,6 +194,15 @@ def message_of(payload: dict[str, Any], call_id: str | None = None) -> dict[str,
 
 class RolloutParser(HeldUntilKeyed):
     """Parser for one rollout; see the module docstring."""
+
+    def after_id(self, message: dict[str, Any]) -> dict[str, Any]:
+        """An output that reports a non-zero exit status (``exits.exit_status``: the JSON
+        envelope's ``metadata.exit_code``, or a first line ``Exit code: N``) fails its call:
+        ``is_error`` is set after the id, which stays what it always was."""
+        if message.get("role") != "tool" or "is_error" in message:
+            return message
+        code = exit_status(message.get("content"))
+        return message if code in (None, 0) else {**message, "is_error": True}
 
     def __init__(self, context: ParseContext) -> None:
         super().__init__(context)

@@ -420,6 +420,12 @@ class HeldUntilKeyed:
         the message before it and ``slot`` the slot that one used. Default: one index per line."""
         return line - 1, 0
 
+    def after_id(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A parsed message once its id is set: what a parser adds here (a failure it reads from
+        the output, say) does not change the message's id, so importing again still adds
+        nothing. Default: the message as it is."""
+        return message
+
     def finish(self) -> list[Item]:
         """Release what is held, keying a source that never named its key."""
         if self.key is None and self.held:
@@ -438,7 +444,7 @@ class HeldUntilKeyed:
             if isinstance(item, Parsed) and item.line is not None:
                 index, slot = self.message_index(item.line, previous, slot)
                 previous = item.line
-                item = replace(item, message=with_id(self.key, index, item.message))
+                item = replace(item, message=self.after_id(with_id(self.key, index, item.message)))
             out.append(item)
         self.held.clear()
         return out

@@ -6,35 +6,32 @@ conversation's group BEFORE reading the snapshot, and Channels dispatches one me
 live events that arrive meanwhile wait in the layer and are dropped if their event_seq is already
 covered. A jump in event_seq is filled from the database first. ``UserStreamConsumer``
 (``ws/conversations/``): ``conversation_saved`` and ``conversation_deleted`` of the user's
-conversations. On a process-local layer both also tail the database.
+conversations. On a process-local layer the process's frame-log poller (``realtime.poller``)
+brings both the frames other processes wrote, as the same layer messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from channels.db import database_sync_to_async
-from django.utils import timezone
 
-from murmur_conversations.conf import app_settings
-from murmur_conversations.models import Conversation
-from murmur_conversations.realtime import frames, reads
+from murmur_conversations import frames, services
+from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
+from murmur_conversations.models import AccessSurface, Conversation
+from murmur_conversations.realtime import reads
 from murmur_conversations.realtime.base import (
     CLOSE_BAD_SINCE,
     CLOSE_NOT_FOUND,
+    CLOSE_TRY_LATER,
     LiveConsumer,
 )
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.scope import InvalidSince, since_of
-from murmur_conversations.realtime.shared import shared_reads
 from murmur_conversations.selectors import conversation_for
-
-#: How far back the user stream's tail looks past the newest ``saved_at`` it saw: a write takes its
-#: time before it commits, so a later commit may carry an earlier ``saved_at``.
-SAVED_AT_MARGIN: Final = timedelta(seconds=10)
 
 
 def _readable_pk(user: Any, raw_id: Any) -> uuid.UUID | None:
@@ -52,7 +49,6 @@ class ConversationConsumer(LiveConsumer):
         self.status: tuple[str, Any] = ("", None)
         self.title = ""
         self.lock = asyncio.Lock()
-        self.behind = 0
 
     @property
     def conversation_pk(self) -> uuid.UUID:
@@ -63,7 +59,7 @@ class ConversationConsumer(LiveConsumer):
         return self.pk
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
         raw_id = self.scope.get("url_route", {}).get("kwargs", {}).get("id")
@@ -77,10 +73,16 @@ class ConversationConsumer(LiveConsumer):
             await self.shut(CLOSE_BAD_SINCE)
             return
         self.pk = pk
+        self.watch(group_name("conversation", pk), self.user_access(pk))
+        await self.join_revocation()
         await self.join(group_name("conversation", pk))  # before the snapshot: see module doc
+        if self.tails():
+            await self.watch_frames(conversation=pk)  # likewise
         conversation = await database_sync_to_async(reads.conversation)(pk)
         if conversation is None:
             await self.gone()
+            return
+        if conversation.owner_id != self.user.pk and not await self.log_read(conversation):
             return
         await self.send_json(frames.snapshot_frame(conversation))
         self.last_seen = conversation.last_event_seq
@@ -91,11 +93,28 @@ class ConversationConsumer(LiveConsumer):
         if self.tails():
             self.start_tail()
 
+    async def log_read(self, conversation: Conversation) -> bool:
+        """A ``SCOPE`` reader who is not the owner: one access-log entry for this socket
+        (``ws-conversation``, docs/api.md "Access log"); a read that cannot be logged is not
+        shown (close 1013, try again later)."""
+        try:
+            await database_sync_to_async(services.log_access)(
+                conversation=conversation, actor=self.user, surface=AccessSurface.WS_CONVERSATION
+            )
+        except ConversationNotFound:
+            await self.gone()
+            return False
+        except WriteConflict:
+            await self.shut(CLOSE_TRY_LATER)
+            return False
+        return True
+
     async def send_changes(self, conversation: Conversation, *, after: int, replay: bool) -> None:
         """Send the rows changed in ``(after, conversation.last_event_seq]`` (created after
         ``after``: ``display_message_saved``, else ``display_message_updated``), then
-        ``status_changed`` if the status or pending ask may have changed; more than 500 rows: one
-        ``resync``. Leaves ``last_seen`` at the conversation's head."""
+        ``status_changed`` if the status or pending ask changed in the range (a replay: its
+        ``status_event_seq`` is above ``after``; a gap fill: it differs from what was sent); more
+        than 500 rows: one ``resync``. Leaves ``last_seen`` at the conversation's head."""
         upto = conversation.last_event_seq
         pk = self.conversation_pk
         changes = await database_sync_to_async(reads.changes)(pk, after=after, upto=upto)
@@ -119,8 +138,9 @@ class ConversationConsumer(LiveConsumer):
             await self.send_json(frame)
         current = (conversation.status, conversation.pending_ask)
         # Replay: the snapshot already holds the current status; a status change is announced when
-        # some event of the range left no row behind. Gap fill: when it differs from what was sent.
-        if (changes.uncovered if replay else current != self.status) and not self.closed:
+        # the last one is after ``after``, exactly. Gap fill: when it differs from what was sent.
+        changed = conversation.status_event_seq > after if replay else current != self.status
+        if changed and not self.closed:
             await self.send_json(frames.status_frame(conversation, upto))
         self.status = current
         # Gap fill: a rename made by another process (a management command on the process-local
@@ -130,12 +150,26 @@ class ConversationConsumer(LiveConsumer):
         self.title = conversation.title
 
     async def fill(self) -> None:
-        """Catch up from the database to its head (the lock is held)."""
+        """Catch up from the database to its head (the lock is held), once access is confirmed by
+        a check that started after the head was read (docs/security.md): the logged frames of the
+        missing events when the frame log still holds them all (docs/websocket.md "The frame
+        log"), else the rows changed since."""
+        read_at = time.time()
         conversation = await database_sync_to_async(reads.conversation)(self.conversation_pk)
         if conversation is None:
             await self.gone()
-        elif conversation.last_event_seq > self.last_seen and not self.closed:
+            return
+        head = conversation.last_event_seq
+        if head <= self.last_seen or self.closed or not await self.confirmed(read_at):
+            return
+        events = await database_sync_to_async(reads.logged_events)(
+            self.conversation_pk, after=self.last_seen, upto=head
+        )
+        if events is None:
             await self.send_changes(conversation, after=self.last_seen, replay=False)
+            return
+        for event_seq, logged in events:
+            await self.deliver(event_seq, logged)
 
     async def gone(self) -> None:
         """The conversation was deleted: ``conversation_deleted``, then close 4404."""
@@ -155,47 +189,46 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             if event_seq <= self.last_seen:
                 return  # already covered by the snapshot, the replay or a gap fill
+            # The access check runs while the frames are encoded; nothing goes out before it
+            # answers (docs/security.md).
+            check = self.start_confirming(message.get("at"))
+            outgoing = message.get("frames", ())
+            texts = [await self.encode_json(frame) for frame in outgoing]
+            if not await self.finish_confirming(check):
+                return  # lost access: closed, nothing of this event goes out
             if event_seq > self.last_seen + 1:
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
                     return
-            for frame in message.get("frames", ()):
-                if frame.get("type") == "status_changed":
-                    self.status = (frame.get("status", ""), frame.get("pending"))
-                if frame.get("type") == "conversation_updated":
-                    self.title = frame.get("conversation", {}).get("title", self.title)
+            await self.deliver(event_seq, outgoing, texts)
+
+    async def deliver(
+        self, event_seq: int, frames_of_event: Any, texts: list[str] | None = None
+    ) -> None:
+        """Send the frames of one event (``texts``: their encodings, when already made) and move
+        ``last_seen`` to it (the lock is held); nothing once the socket closed."""
+        if self.closed:
+            return
+        for index, frame in enumerate(frames_of_event):
+            if frame.get("type") == "status_changed":
+                self.status = (frame.get("status", ""), frame.get("pending"))
+            if frame.get("type") == "conversation_updated":
+                self.title = frame.get("conversation", {}).get("title", self.title)
+            if texts is None:
                 await self.send_json(frame)
-            self.last_seen = event_seq
+            else:
+                await self.send_text(texts[index])
+        self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
-        """Ephemeral streamed text: forwarded at once."""
-        if not self.closed:
+        """Ephemeral streamed text: forwarded once access is confirmed."""
+        if not self.closed and await self.confirmed(message.get("at")):
             await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """The conversation was deleted."""
         async with self.lock:
             await self.gone()
-
-    # ------------------------------------------------------------------ database tail
-
-    async def tail_once(self) -> None:
-        """Read the head; when it was already ahead at the previous poll (so the live event is not
-        coming: another process wrote), fill the gap from the database."""
-        pk = self.conversation_pk
-        conversation = await shared_reads().read(
-            ("conversation", pk),
-            window=app_settings.db_tail_interval / 2,
-            fetch=lambda: database_sync_to_async(reads.conversation)(pk),
-        )
-        async with self.lock:
-            if conversation is None:
-                await self.gone()
-                return
-            if self.behind > self.last_seen:
-                await self.fill()
-            head = conversation.last_event_seq
-            self.behind = head if head > self.last_seen else 0
 
 
 class UserStreamConsumer(LiveConsumer):
@@ -205,19 +238,16 @@ class UserStreamConsumer(LiveConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sent: dict[str, int] = {}
-        self.watermark: datetime = timezone.now()
 
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept_socket()
         if not await self.authenticate():
             return
+        self.watch(group_name("sidebar", self.user.pk), self.user_access())
+        await self.join_revocation()
         await self.join(group_name("sidebar", self.user.pk))
         if self.tails():
-            self.watermark = timezone.now() - SAVED_AT_MARGIN
-            recent = await database_sync_to_async(reads.recently_saved)(
-                self.user, since=self.watermark
-            )
-            self.sent = {str(c.pk): c.last_event_seq for c in recent}
+            await self.watch_frames(owner=self.user.pk)
             self.start_tail()
 
     async def murmur_sidebar(self, message: dict[str, Any]) -> None:
@@ -227,25 +257,14 @@ class UserStreamConsumer(LiveConsumer):
             return
         if self.sent.get(conversation_id, -1) >= event_seq:
             return
+        if not await self.confirmed(message.get("at")):
+            return
         self.sent[conversation_id] = event_seq
         await self.send_json(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """``conversation_deleted``."""
-        if self.closed:
+        if not await self.confirmed(message.get("at")):
             return
         self.sent.pop(str(message["frame"].get("conversation_id")), None)
         await self.send_json(message["frame"])
-
-    async def tail_once(self) -> None:
-        """Send ``conversation_saved`` for conversations saved since the watermark that this socket
-        has not announced at their current event_seq."""
-        recent = await database_sync_to_async(reads.recently_saved)(self.user, since=self.watermark)
-        for conversation in recent:
-            key = str(conversation.pk)
-            if self.closed:
-                return
-            if self.sent.get(key, -1) < conversation.last_event_seq:
-                self.sent[key] = conversation.last_event_seq
-                await self.send_json(frames.saved_frame(conversation, conversation.last_event_seq))
-            self.watermark = max(self.watermark, conversation.saved_at - SAVED_AT_MARGIN)

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from murmur_conversations.conf import app_settings
 
-GroupKind = Literal["conversation", "sidebar", "user", "session"]
+GroupKind = Literal["conversation", "sidebar", "user", "session", "credential", "share"]
 
 _SAFE_KEY: Final = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
 
@@ -29,7 +29,8 @@ def group_name(kind: GroupKind, key: object) -> str:
 
     Kinds: ``conversation`` (key: the conversation UUID; its live events), ``sidebar`` (the owner's
     pk; ``conversation_saved``/``conversation_deleted``), ``user`` (a user's pk; deactivation and
-    password changes), ``session`` (a session digest; logout). A key that is not 1-40 safe
+    password changes), ``session`` (a session digest; logout), ``credential`` (``"<model
+    label>:<pk>"`` of an API token; its deletion), ``share`` (a share link's id; revocation). A key that is not 1-40 safe
     characters is replaced by a 32-hex digest, so the name is always valid and under 100 characters.
     """
     if kind == "conversation":

@@ -1,5 +1,6 @@
-"""Websocket authentication (docs/websocket.md): the server session from a cookie, only from an
-allowed origin, or a ``?ticket=`` from ``POST ws-ticket/`` from any origin.
+"""Websocket authentication (docs/websocket.md, docs/security.md): the server session from a
+cookie, only from an allowed origin (exactly, as Django's CSRF origin check), or a ticket from
+``POST ws-ticket/`` from any origin.
 
 ``MurmurAuthMiddlewareStack(inner)`` = :class:`CookieOriginMiddleware` (drops the Cookie header of
 a connection from a disallowed origin, so it has no user) around Channels' ``AuthMiddlewareStack``
@@ -10,55 +11,80 @@ user, whatever the cookie says).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
-from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 
 from murmur_conversations.realtime.scope import query_values
-from murmur_conversations.tickets import redeem_ticket
+from murmur_conversations.tickets import TICKET_PREFIX, redeem_ticket
 
 __all__ = [
     "CookieOriginMiddleware",
     "MurmurAuthMiddlewareStack",
     "TicketMiddleware",
-    "allowed_origins",
     "origin_allowed",
+    "ticket_candidates",
 ]
 
 ASGIApp = Any
 
 
-def allowed_origins() -> list[str]:
-    """Origins whose cookies are honoured: the hosts of ``ALLOWED_HOSTS`` (any scheme and port, as
-    Channels' ``AllowedHostsOriginValidator``; localhost when DEBUG leaves it empty) and
-    ``CSRF_TRUSTED_ORIGINS``."""
-    hosts = list(settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not hosts:
-        hosts = ["localhost", "127.0.0.1", "[::1]"]
-    return hosts + list(getattr(settings, "CSRF_TRUSTED_ORIGINS", []))
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    """The (last) value of header ``name``, decoded as Latin-1 (as Django's WSGI/ASGI handlers
+    do); None when absent."""
+    found = None
+    for key, value in scope.get("headers", []):
+        if key == name:
+            found = value.decode("latin1")
+    return found
+
+
+def _own_origin(scope: dict[str, Any]) -> str | None:
+    """``<scheme>://<host>`` of the connection itself, when its ``Host`` is one of
+    ``ALLOWED_HOSTS`` (``localhost`` and the loopback addresses when DEBUG leaves it empty, as
+    Django's ``get_host``): ``https`` for a ``wss`` connection, else ``http``."""
+    host = _header(scope, b"host")
+    if not host:
+        return None
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, allowed):
+        return None
+    return f"{'https' if scope.get('scheme') == 'wss' else 'http'}://{host}"
 
 
 def origin_allowed(scope: dict[str, Any]) -> bool:
-    """True if the connection's ``Origin`` header names an allowed origin; a missing or unreadable
-    header is not allowed (browsers always send one)."""
-    parsed = None
-    for name, value in scope.get("headers", []):
-        if name == b"origin":
-            try:
-                parsed = urlparse(value.decode("latin1"))
-            except ValueError:
-                return False
-    if parsed is None:
+    """Whether the connection's ``Origin`` may bring the session cookie: exactly, scheme, host
+    and port, as Django's CSRF origin check does (docs/security.md "Origins"): the connection's
+    own origin (its ``Host``, which must be allowed, with ``https`` for ``wss``), or an entry of
+    ``CSRF_TRUSTED_ORIGINS`` (``https://*.example.com`` matches the subdomains of
+    ``example.com`` on that scheme). A missing, ``null`` or unreadable header is not allowed."""
+    origin = _header(scope, b"origin")
+    if not origin or origin == "null":
         return False
-    validator = OriginValidator(None, allowed_origins())
+    if origin == _own_origin(scope):
+        return True
+    trusted = list(getattr(settings, "CSRF_TRUSTED_ORIGINS", []))
+    if origin in trusted:
+        return True
     try:
-        return bool(validator.valid_origin(parsed))
-    except ValueError:  # e.g. a malformed IPv6 host
+        parsed = urlsplit(origin)
+    except ValueError:
         return False
+    if not parsed.scheme or not parsed.netloc:
+        return False
+    return any(
+        is_same_domain(parsed.netloc, urlsplit(entry).netloc[1:])
+        for entry in trusted
+        if "://*." in entry and urlsplit(entry).scheme == parsed.scheme
+    )
 
 
 class CookieOriginMiddleware:
@@ -76,25 +102,39 @@ class CookieOriginMiddleware:
 
 
 class TicketMiddleware:
-    """With a ``ticket`` query parameter, set ``scope["user"]`` from ``tickets.redeem_ticket``
-    (AnonymousUser when it is malformed, forged, expired, repeated or voided) and
-    ``scope["murmur_session"]`` to the digest of the session it was issued under."""
+    """With a ticket (a ``ticket`` query parameter, or an ``mwt_...`` entry of the
+    ``Sec-WebSocket-Protocol`` header), set ``scope["user"]`` from ``tickets.redeem_ticket``
+    (AnonymousUser when it is malformed, unknown, expired, used, voided, or given more than once)
+    and ``scope["murmur_ticket"]`` to the redeemed ticket (its session and credential), so the
+    socket ends with them. A ticket decides alone, whatever cookie comes with it."""
 
     def __init__(self, inner: ASGIApp) -> None:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        values = query_values(scope, "ticket")
-        if values is not None:
+        offered = ticket_candidates(scope)
+        if offered is not None:
             ticket = None
-            if len(values) == 1:
-                ticket = await database_sync_to_async(redeem_ticket)(values[0])
+            if len(offered) == 1:
+                ticket = await database_sync_to_async(redeem_ticket)(offered[0])
             scope = {
                 **scope,
                 "user": ticket.user if ticket is not None else AnonymousUser(),
                 "murmur_session": ticket.session if ticket is not None else "",
+                "murmur_ticket": ticket,
             }
         return await self.inner(scope, receive, send)
+
+
+def ticket_candidates(scope: dict[str, Any]) -> list[str] | None:
+    """Every ticket the connection offers: the ``ticket`` query values and the subprotocols that
+    start with ``mwt_``; None when it offers none (docs/websocket.md "Connecting")."""
+    values = list(query_values(scope, "ticket") or ())
+    protocols = scope.get("subprotocols") or []
+    values += [p for p in protocols if isinstance(p, str) and p.startswith(TICKET_PREFIX)]
+    if values or query_values(scope, "ticket") is not None:
+        return values
+    return None
 
 
 def MurmurAuthMiddlewareStack(inner: ASGIApp) -> ASGIApp:

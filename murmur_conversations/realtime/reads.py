@@ -5,16 +5,47 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Final
 
-from murmur_conversations.models import Conversation, DisplayMessage
-from murmur_conversations.selectors import conversations_for
+from django.db.models import Case, F, Q, When
+
+from murmur_conversations import jsonenc
+from murmur_conversations.frames import Frame
+from murmur_conversations.models import Conversation, DisplayMessage, FrameKind, FrameLogEntry
 
 #: More changed rows than this after ``since`` (or in a gap): one ``resync`` instead (docs/websocket.md).
 RESYNC_ROWS: Final = 500
+#: Frame-log rows one poll reads at most; a full page is followed by another read at once.
+LOG_PAGE: Final = 1000
+#: Above this many watched keys a poll reads the frames of every other process's row (and the
+#: poller drops those nobody watches) rather than list the keys in the query.
+MAX_LISTED: Final = 5000
+#: How many of the newest frame-log ids a starting poller looks at for rows still uncommitted.
+START_WINDOW: Final = 256
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One frame-log row as the poller reads it (docs/websocket.md "The frame log"). ``frames``
+    and ``sidebar`` are the JSON texts ("" for none), None for a row nobody here watches or this
+    process wrote (those are not read); ``owner`` is "" for none."""
+
+    id: int
+    kind: int
+    conversation_id: uuid.UUID
+    event_seq: int
+    owner: str
+    frames: str | None
+    sidebar: str | None
+
+    @property
+    def deleted(self) -> bool:
+        """The row announces a deletion."""
+        return self.kind == FrameKind.DELETED
 
 
 @dataclass(frozen=True)
@@ -61,9 +92,73 @@ def user_state(user_model: Any, pk: Any) -> Any:
     return user_model._default_manager.filter(pk=pk).first()
 
 
-def recently_saved(user: Any, *, since: datetime, limit: int = 200) -> list[Conversation]:
-    """The conversations ``user`` may read saved at or after ``since``, oldest first (at most
-    ``limit``): the user stream's tail on a process-local layer."""
-    return list(
-        conversations_for(user).filter(saved_at__gte=since).order_by("saved_at", "id")[:limit]
+def frame_log_start() -> tuple[int, list[int]]:
+    """Where a new poller starts: the newest frame-log id (0 for an empty log) and the ids missing
+    among the :data:`START_WINDOW` newest, which may belong to writes not committed yet."""
+    ids = list(FrameLogEntry.objects.order_by("-id").values_list("id", flat=True)[:START_WINDOW])
+    if not ids:
+        return 0, []
+    present = set(ids)
+    return ids[0], [i for i in range(ids[-1], ids[0]) if i not in present]
+
+
+def frame_log_after(
+    cursor: int,
+    holes: list[int],
+    *,
+    conversations: list[uuid.UUID],
+    owners: list[str],
+    origin: str,
+) -> list[Logged]:
+    """ONE query: the frame-log rows after ``cursor`` and those of ``holes`` (ids skipped earlier,
+    maybe committed since), by id, at most :data:`LOG_PAGE`. Every row's id is read, so skipped
+    ids can be told apart from rows nobody here watches; the frames only of rows that one of
+    ``conversations`` or ``owners`` watches and that another process than ``origin`` wrote."""
+    wanted = ~Q(origin=origin)
+    if len(conversations) + len(owners) <= MAX_LISTED:
+        watched = [Q(conversation_id__in=conversations)] if conversations else []
+        watched += [Q(owner__in=owners)] if owners else []
+        if not watched:
+            return []
+        wanted &= functools.reduce(operator.or_, watched)
+    found = Q(id__gt=cursor)
+    if holes:
+        found |= Q(id__in=holes)
+    rows = (
+        FrameLogEntry.objects.filter(found)
+        .order_by("id")
+        .values_list(
+            "id",
+            "kind",
+            "conversation_id",
+            "event_seq",
+            "owner",
+            Case(When(wanted, then=F("frames"))),
+            Case(When(wanted, then=F("sidebar"))),
+        )[:LOG_PAGE]
     )
+    return [Logged(*row) for row in rows]
+
+
+def logged_events(pk: uuid.UUID, *, after: int, upto: int) -> list[tuple[int, list[Frame]]] | None:
+    """The logged frames of the conversation's events ``(after, upto]``, by event_seq, or None
+    when the log no longer holds every one of them (pruned, or written with the log off)."""
+    if upto - after > RESYNC_ROWS:
+        return None
+    rows = list(
+        FrameLogEntry.objects.filter(
+            conversation_id=pk,
+            kind=FrameKind.EVENT,
+            event_seq__gt=after,
+            event_seq__lte=upto,
+        )
+        .exclude(frames="")
+        .order_by("event_seq", "id")
+        .values_list("event_seq", "frames")
+    )
+    events: dict[int, list[Frame]] = {}
+    for event_seq, text in rows:
+        events.setdefault(event_seq, jsonenc.loads(text))
+    if len(events) != upto - after:
+        return None
+    return sorted(events.items())

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 from typing import Any, Final
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 
+from murmur_conversations import frames as framing
 from murmur_conversations import signals
+from murmur_conversations.frames import Frame
 from murmur_conversations.models import Conversation, DisplayMessage, ToolCall
-from murmur_conversations.realtime import frames
 from murmur_conversations.realtime.broadcast import get_broadcaster
 from murmur_conversations.realtime.groups import group_name
-from murmur_conversations.tickets import session_digest
+from murmur_conversations.tickets import credential_ref, session_digest
 
 #: Calls whose frames are being collected in one thread; more means conversation_saved never came.
 _MAX_OPEN_CALLS: Final = 64
@@ -36,8 +39,8 @@ def auth_digest(user: Any) -> str:
     return hashlib.sha256(user.get_session_auth_hash().encode()).hexdigest()[:32]
 
 
-def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
-    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] | None = getattr(_local, "calls", None)
+def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[Frame]] | None = getattr(_local, "calls", None)
     if calls is None:
         calls = _local.calls = {}
     key = (conversation_id, event_seq)
@@ -46,81 +49,140 @@ def _collected(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]
     return calls.setdefault(key, [])
 
 
-def _take(conversation_id: uuid.UUID, event_seq: int) -> list[frames.Frame]:
-    calls: dict[tuple[uuid.UUID, int], list[frames.Frame]] = getattr(_local, "calls", {})
+def _take(conversation_id: uuid.UUID, event_seq: int) -> list[Frame]:
+    calls: dict[tuple[uuid.UUID, int], list[Frame]] = getattr(_local, "calls", {})
     return calls.pop((conversation_id, event_seq), [])
 
 
 def on_display_messages_saved(
-    sender: Any, *, conversation: Conversation, rows: list[DisplayMessage], event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    rows: list[DisplayMessage],
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``display_message_saved`` per created row, by seq."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     collected = _collected(conversation.pk, event_seq)
     for row in sorted(rows, key=lambda r: r.seq):
-        collected.append(frames.row_frame("display_message_saved", conversation.pk, row, event_seq))
+        collected.append(
+            framing.row_frame("display_message_saved", conversation.pk, row, event_seq)
+        )
 
 
 def on_display_message_updated(
-    sender: Any, *, conversation: Conversation, row: DisplayMessage, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    row: DisplayMessage,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``display_message_updated`` per changed row (sent by seq)."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.row_frame("display_message_updated", conversation.pk, row, event_seq)
+        framing.row_frame("display_message_updated", conversation.pk, row, event_seq)
     )
 
 
 def on_tool_call_updated(
-    sender: Any, *, conversation: Conversation, tool_call: ToolCall, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    tool_call: ToolCall,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """One ``tool_execution_update`` per call whose status moved."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.tool_frame(conversation.pk, tool_call, event_seq)
+        framing.tool_frame(conversation.pk, tool_call, event_seq)
     )
 
 
-def on_status_changed(sender: Any, *, conversation: Conversation, event_seq: int, **_: Any) -> None:
+def on_status_changed(
+    sender: Any, *, conversation: Conversation, event_seq: int, logged: bool = False, **_: Any
+) -> None:
     """``status_changed`` with the status and pending ask at commit."""
-    _collected(conversation.pk, event_seq).append(frames.status_frame(conversation, event_seq))
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
+    _collected(conversation.pk, event_seq).append(framing.status_frame(conversation, event_seq))
 
 
 def on_conversation_updated(
-    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+    sender: Any, *, conversation: Conversation, event_seq: int, logged: bool = False, **_: Any
 ) -> None:
     """``conversation_updated`` with the summary at commit."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.conversation_updated_frame(conversation, event_seq)
+        framing.conversation_updated_frame(conversation, event_seq)
     )
 
 
 def on_child_updated(
-    sender: Any, *, conversation: Conversation, child: Conversation, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    child: Conversation,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """``child_updated`` on the parent's stream, with the child's summary at commit."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.child_frame(conversation.pk, child, event_seq)
+        framing.child_frame(conversation.pk, child, event_seq)
     )
 
 
 def on_child_deleted(
-    sender: Any, *, conversation: Conversation, child_id: uuid.UUID, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    child_id: uuid.UUID,
+    event_seq: int,
+    logged: bool = False,
+    **_: Any,
 ) -> None:
     """``child_deleted`` on the parent's stream."""
+    if logged:
+        return  # conversation_saved carries the frames built for the frame log
     _collected(conversation.pk, event_seq).append(
-        frames.child_deleted_frame(conversation.pk, child_id, event_seq)
+        framing.child_deleted_frame(conversation.pk, child_id, event_seq)
     )
 
 
 def on_conversation_saved(
-    sender: Any, *, conversation: Conversation, event_seq: int, **_: Any
+    sender: Any,
+    *,
+    conversation: Conversation,
+    event_seq: int,
+    frames: list[Frame] | None = None,
+    sidebar: Frame | None = None,
+    **_: Any,
 ) -> None:
     """Publish the call's frames (even none: the event_seq itself is news) to the conversation
-    group, and ``conversation_saved`` to the owner's sidebar."""
+    group, and ``conversation_saved`` to the owner's sidebar. ``frames`` and ``sidebar``, when
+    given, are those the write logged (docs/websocket.md "The frame log"): sent as they are, so a
+    socket gets the same frames whichever process wrote."""
     broadcaster = get_broadcaster()
     collected = _take(conversation.pk, event_seq)
+    if frames is not None:
+        collected = frames
+    at = time.time()  # after the commit: a socket's access is confirmed by a later check
     if event_seq > 0:
         broadcaster.publish(
             group_name("conversation", conversation.pk),
-            {"type": "murmur.events", "event_seq": event_seq, "frames": collected},
+            {"type": "murmur.events", "event_seq": event_seq, "frames": collected, "at": at},
         )
     if conversation.owner_id is not None:
         broadcaster.publish(
@@ -129,7 +191,8 @@ def on_conversation_saved(
                 "type": "murmur.sidebar",
                 "conversation_id": str(conversation.pk),
                 "event_seq": event_seq,
-                "frame": frames.saved_frame(conversation, event_seq),
+                "frame": sidebar or framing.saved_frame(conversation, event_seq),
+                "at": at,
             },
         )
 
@@ -140,7 +203,11 @@ def on_conversation_deleted(
     """``conversation_deleted`` to the conversation's sockets (which then close 4404) and to the
     owner's sidebar."""
     broadcaster = get_broadcaster()
-    message = {"type": "murmur.deleted", "frame": frames.deleted_frame(conversation_id)}
+    message = {
+        "type": "murmur.deleted",
+        "frame": framing.deleted_frame(conversation_id),
+        "at": time.time(),
+    }
     broadcaster.publish(group_name("conversation", conversation_id), message)
     if owner_id is not None:
         broadcaster.publish(group_name("sidebar", owner_id), message)
@@ -152,7 +219,11 @@ def on_delta(
     """``display_message_delta``: ephemeral, published at once."""
     get_broadcaster().publish(
         group_name("conversation", conversation.pk),
-        {"type": "murmur.delta", "frame": frames.delta_frame(conversation.pk, stream_id, text)},
+        {
+            "type": "murmur.delta",
+            "frame": framing.delta_frame(conversation.pk, stream_id, text),
+            "at": time.time(),
+        },
     )
 
 
@@ -185,6 +256,53 @@ def on_user_logged_out(sender: Any, *, request: Any, user: Any = None, **_: Any)
         )
 
 
+def on_user_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A deleted user: every socket of the user closes 4401."""
+    if instance.pk is not None:
+        get_broadcaster().publish(
+            group_name("user", instance.pk), {"type": "murmur.auth", "active": False, "digest": ""}
+        )
+
+
+def on_session_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A session row deleted on the server (``clearsessions``, "log out everywhere", the admin):
+    the sockets opened with it or with tickets issued under it close 4401."""
+    key = getattr(instance, "session_key", None)
+    if key:
+        get_broadcaster().publish(
+            group_name("session", session_digest(key)), {"type": "murmur.revoke"}
+        )
+
+
+def on_credential_deleted(sender: Any, *, instance: Any, **_: Any) -> None:
+    """A deleted API token: the sockets opened with tickets issued with it close 4401."""
+    ref = credential_ref(instance)
+    if ref is not None:
+        get_broadcaster().publish(
+            group_name("credential", ":".join(ref)), {"type": "murmur.revoke"}
+        )
+
+
+def on_share_revoked(sender: Any, *, share: Any, **_: Any) -> None:
+    """A revoked share link: its sockets close 4404."""
+    get_broadcaster().publish(
+        group_name("share", share.pk), {"type": "murmur.revoke", "code": 4404}
+    )
+
+
+def on_conversation_row_saved(
+    sender: Any, *, instance: Any, created: bool, update_fields: Any = None, **_: Any
+) -> None:
+    """A conversation saved with a possibly new owner (the admin, a host's code): its sockets
+    confirm their access at once (the old owner's close 4404). The services' own writes announce
+    themselves and are checked before their frames go out."""
+    if created or (update_fields is not None and "owner" not in update_fields):
+        return
+    get_broadcaster().publish(
+        group_name("conversation", instance.pk), {"type": "murmur.recheck", "at": time.time()}
+    )
+
+
 _CONNECTIONS: Final = (
     (signals.display_messages_saved, on_display_messages_saved),
     (signals.display_message_updated, on_display_message_updated),
@@ -196,6 +314,7 @@ _CONNECTIONS: Final = (
     (signals.conversation_saved, on_conversation_saved),
     (signals.conversation_deleted, on_conversation_deleted),
     (signals.delta, on_delta),
+    (signals.share_revoked, on_share_revoked),
 )
 
 
@@ -207,3 +326,27 @@ def connect() -> None:
         on_user_saved, sender=get_user_model(), weak=False, dispatch_uid="murmur.realtime.user"
     )
     user_logged_out.connect(on_user_logged_out, weak=False, dispatch_uid="murmur.realtime.logout")
+    post_delete.connect(
+        on_user_deleted,
+        sender=get_user_model(),
+        weak=False,
+        dispatch_uid="murmur.realtime.user-del",
+    )
+    post_save.connect(
+        on_conversation_row_saved,
+        sender=Conversation,
+        weak=False,
+        dispatch_uid="murmur.realtime.conversation-owner",
+    )
+    if apps.is_installed("django.contrib.sessions"):
+        from django.contrib.sessions.models import Session
+
+        post_delete.connect(
+            on_session_deleted, sender=Session, weak=False, dispatch_uid="murmur.realtime.session"
+        )
+    if apps.is_installed("rest_framework.authtoken"):
+        from rest_framework.authtoken.models import Token
+
+        post_delete.connect(
+            on_credential_deleted, sender=Token, weak=False, dispatch_uid="murmur.realtime.token"
+        )

@@ -10,9 +10,11 @@ commit; nothing is written when they raise. ``save_source_records`` is atomic an
 takes no event_seq and sends no signal; so do ``create_share`` and ``revoke_share`` (a share link
 changes nothing people see in the conversation; ``revoke_share`` sends ``share_revoked``).
 ``fork_conversation`` creates a new conversation in one transaction under the original's lock and
-writes nothing of the original. Three are not one transaction:
+writes nothing of the original. Four are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
+- ``prune_frame_log`` deletes the frame log's old rows in one statement of its own (docs/websocket.md
+  "The frame log");
 - ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
 - ``recover_interrupted`` recovers each conversation in its own locked transaction.
 
@@ -78,6 +80,7 @@ from murmur_conversations.services.sharing import (
     revoke_share,
 )
 from murmur_conversations.services.tools import resolve_tool_result, update_tool_status
+from murmur_conversations.services.writing import prune_frame_log
 
 __all__ = [
     "ALLOWED_MOVES",
@@ -100,6 +103,7 @@ __all__ = [
     "alog_accesses",
     "answer_pending_ask",
     "aplace_hold",
+    "aprune_frame_log",
     "apurge_conversations",
     "arecover_interrupted",
     "arelease_hold",
@@ -125,6 +129,7 @@ __all__ = [
     "log_access",
     "log_accesses",
     "place_hold",
+    "prune_frame_log",
     "purge_conversations",
     "recover_interrupted",
     "release_hold",
@@ -155,6 +160,7 @@ acancel_run = sync_to_async(cancel_run)
 aanswer_pending_ask = sync_to_async(answer_pending_ask)
 adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
+aprune_frame_log = sync_to_async(prune_frame_log)
 arecover_interrupted = sync_to_async(recover_interrupted)
 abroadcast_delta = sync_to_async(broadcast_delta)
 acreate_share = sync_to_async(create_share)

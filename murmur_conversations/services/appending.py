@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
 )
+from murmur_conversations.exits import failure_reason
 from murmur_conversations.ids import new_call_id
 from murmur_conversations.messages import NormalizedMessage, display_parts, normalize_message
 from murmur_conversations.models import (
@@ -43,6 +44,7 @@ from murmur_conversations.services.writing import (
 )
 from murmur_conversations.validation import (
     check_display_content,
+    check_items,
     check_object,
     check_short_string,
     check_size,
@@ -53,28 +55,47 @@ from murmur_conversations.validation import (
 
 
 @dataclass
+class _Held:
+    """A tool result stored before its call (``metadata.orphan``), waiting for it."""
+
+    row: DisplayMessage
+    is_error: bool
+    is_interrupt: bool
+    content: Any
+    #: The result message's other keys (an exit status, for the reason of a failed call).
+    extra: dict[str, Any]
+
+
+@dataclass
 class _Batch:
-    """Loaded state for a batch of messages: the calls they reference and their display rows."""
+    """Loaded state for a batch of messages: the latest call of each id they reference, its card,
+    and the results held for calls not made yet."""
 
     calls: dict[str, ToolCall]
     call_rows: dict[str, DisplayMessage]
     new_calls: list[ToolCall]
     new_rows: list[tuple[NormalizedMessage | None, DisplayMessage]]
+    held: dict[str, list[_Held]] = field(default_factory=dict)
+    #: Held rows stored earlier that found their call in this batch (their ``tool_call`` changes).
+    adopted: list[DisplayMessage] = field(default_factory=list)
 
 
 def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
     wanted = {m.tool_call_id for m in messages if m.is_tool_result and not m.injected}
-    wanted |= {c.call_id for m in messages if not m.injected for c in m.calls if c.call_id}
+    asked = {c.call_id for m in messages if not m.injected for c in m.calls if c.call_id}
+    wanted |= asked
     calls: dict[str, ToolCall] = {}
     rows: dict[str, DisplayMessage] = {}
+    batch = _Batch(calls=calls, call_rows=rows, new_calls=[], new_rows=[])
     if wanted:
         conversation = write.conversation
-        calls = {
-            call.call_id: call
-            for call in ToolCall.objects.using(write.using).filter(
-                conversation=conversation, call_id__in=wanted
-            )
-        }
+        # A call id may name several calls over time: the latest (by pk) is the one that counts.
+        for call in (
+            ToolCall.objects.using(write.using)
+            .filter(conversation=conversation, call_id__in=wanted)
+            .order_by("pk")
+        ):
+            calls[call.call_id] = call
         result_ids = {m.tool_call_id for m in messages if m.is_tool_result}
         touched = [call.pk for call_id, call in calls.items() if call_id in result_ids]
         if touched:
@@ -88,7 +109,37 @@ def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
                 .select_related("tool_call")
             ):
                 rows[row.tool_call.call_id] = row  # type: ignore[union-attr]
-    return _Batch(calls=calls, call_rows=rows, new_calls=[], new_rows=[])
+        if asked and conversation.held_results:
+            for row in (
+                DisplayMessage.objects.using(write.using)
+                .filter(
+                    conversation=conversation,
+                    content_type=ContentType.TOOL_RESULT,
+                    tool_call__isnull=True,
+                    metadata__orphan=True,
+                    content__tool_call_id__in=sorted(asked),
+                )
+                .select_related("message")
+                .order_by("seq")
+            ):
+                content = row.content
+                batch.held.setdefault(str(content.get("tool_call_id")), []).append(
+                    _Held(
+                        row=row,
+                        is_error=content.get("is_error") is True,
+                        is_interrupt=content.get("is_interrupt") is True,
+                        content=content.get("content"),
+                        extra=row.message.extra if row.message is not None else {},
+                    )
+                )
+    return batch
+
+
+def _result_status(is_error: bool, is_interrupt: bool) -> str:
+    """The status a result moves its call to."""
+    if is_interrupt:
+        return ToolStatus.INTERRUPTED
+    return ToolStatus.FAILED if is_error else ToolStatus.COMPLETED
 
 
 def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> None:
@@ -106,8 +157,9 @@ def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> No
         return
     for request in message.calls:
         call_id = request.call_id or new_call_id()
-        if call_id in batch.calls:
-            continue  # a known call id adds no row and changes nothing
+        known = batch.calls.get(call_id)
+        if known is not None and known.status not in TERMINAL_TOOL_STATUSES:
+            continue  # a call id of an open call adds no row and changes nothing
         call = ToolCall(
             conversation=write.conversation,
             call_id=call_id,
@@ -129,27 +181,56 @@ def _plan_message(write: Write, batch: _Batch, message: NormalizedMessage) -> No
         )
         batch.call_rows[call_id] = row
         batch.new_rows.append((message, row))
+        if batch.held.get(call_id):
+            _adopt(write, batch, call, row)
     if message.is_tool_result:
         _plan_result(write, batch, message)
 
 
+def _adopt(write: Write, batch: _Batch, call: ToolCall, card: DisplayMessage) -> None:
+    """Results held for ``call``'s id answer it now: the first moves it (completed, failed or
+    interrupted, as a result on time would), later ones are late; each loses its orphan mark."""
+    held = batch.held.pop(call.call_id)
+    for index, item in enumerate(held):
+        row = item.row
+        metadata = {k: v for k, v in row.metadata.items() if k != "orphan"}
+        if index == 0:
+            status = _result_status(item.is_error, item.is_interrupt)
+            _move_by_result(write, call, status, item.content, item.extra)
+            update_card(card, call)
+        else:
+            metadata["late"] = True
+        row.metadata = metadata
+        row.tool_call = call
+        row.content = {**row.content, "name": call.name}
+        if row.pk is not None:
+            write.mark_updated(row)
+            batch.adopted.append(row)
+    write.conversation.held_results -= len(held)
+    write.extra_fields.add("held_results")
+
+
+def _move_by_result(
+    write: Write, call: ToolCall, status: str, content: Any, extra: dict[str, Any]
+) -> None:
+    """Move ``call`` as its result says: the result is kept whatever the status, and a failed
+    call carries a short reason (``exits.failure_reason``)."""
+    error = failure_reason(content, extra) if status == ToolStatus.FAILED else None
+    move_call(write, call, status, result=content, error=error)
+
+
 def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> None:
-    """A tool result never raises: orphan and late results are stored and marked."""
+    """A tool result never raises: held (orphan) and late results are stored and marked."""
     call = batch.calls.get(message.tool_call_id)
     metadata: dict[str, Any] = {}
     if call is None:
-        metadata["orphan"] = True
+        metadata["orphan"] = True  # held until its call arrives
     elif call.status in TERMINAL_TOOL_STATUSES:
         metadata["late"] = True
     else:
-        if message.is_interrupt:
-            status = ToolStatus.INTERRUPTED
-        elif message.is_error:
-            status = ToolStatus.FAILED
-        else:
-            status = ToolStatus.COMPLETED
+        status = _result_status(message.is_error, message.is_interrupt)
         if status != call.status:
-            move_call(write, call, status, result=message.content, error=message.content)
+            _move_by_result(write, call, status, message.content, message.extra)
             row = batch.call_rows.get(call.call_id)
             if row is not None:
                 update_card(row, call)
@@ -170,6 +251,18 @@ def _plan_result(write: Write, batch: _Batch, message: NormalizedMessage) -> Non
         tool_call=call,
     )
     batch.new_rows.append((message, row))
+    if call is None:
+        batch.held.setdefault(message.tool_call_id, []).append(
+            _Held(
+                row=row,
+                is_error=message.is_error,
+                is_interrupt=message.is_interrupt,
+                content=message.content,
+                extra=message.extra,
+            )
+        )
+        write.conversation.held_results += 1
+        write.extra_fields.add("held_results")
 
 
 def _source_record_objects(
@@ -254,13 +347,13 @@ def save_messages(
     """
     limit = app_settings.max_content_bytes
     normalized: list[NormalizedMessage] = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(check_items(messages, what="messages")):
         try:
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
             raise InvalidContent(f"message {index}: {error}") from error
     stamps = _message_times(normalized, times)
-    records = list(source_records or ())
+    records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
         appended = fastpath.try_append(
@@ -332,7 +425,7 @@ def _message_times(
     normalized message; empty when no times were given."""
     if times is None:
         return {}
-    times = list(times)
+    times = check_items(times, what="times")
     if len(times) != len(messages):
         raise InvalidContent(f"times has {len(times)} entries for {len(messages)} messages")
     return {
@@ -358,7 +451,7 @@ def _write_messages(
             position=conv.record_length,
             message_id=message.message_id,
             role=message.role,
-            content=message.content,
+            content=message.record_content,
             tool_call_id=message.tool_call_id,
             is_error=message.is_error,
             source_id=message.source_id,
@@ -368,6 +461,10 @@ def _write_messages(
         _plan_message(write, batch, message)
     Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
     count_usage(write, fresh, record)
+    # Existing calls that ended are saved first: a new call may reuse the id of one of them, and
+    # a call id is unique among open calls (murmur_toolcall_open_call_id_uniq).
+    new_calls = {id(call) for call in batch.new_calls}
+    save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
     ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
     if batch.new_calls:
         conv.tool_call_count += len(batch.new_calls)
@@ -378,8 +475,8 @@ def _write_messages(
             row.message = record[id(source_message)]
         new_rows.append(row)
     DisplayMessage.objects.using(write.using).bulk_create(new_rows, batch_size=1000)
-    new_calls = {id(call) for call in batch.new_calls}
-    save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
+    if batch.adopted:  # held results stored earlier now belong to their new call
+        DisplayMessage.objects.using(write.using).bulk_update(batch.adopted, ["tool_call"])
     write.save_rows(list(write.updated.values()))
     write.created.extend(new_rows)
     # Every call whose status moved is announced, including new calls already finished here.

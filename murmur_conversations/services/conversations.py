@@ -32,6 +32,7 @@ from murmur_conversations.services.organising import clean_flag, clean_tags, sav
 from murmur_conversations.services.writing import (
     ConversationRef,
     Write,
+    announce_saved,
     conversation_pk,
     copy_state,
     database_errors,
@@ -39,7 +40,6 @@ from murmur_conversations.services.writing import (
     owner_pk,
     save_redaction_counts,
     send,
-    send_on_commit,
     writing,
 )
 from murmur_conversations.validation import (
@@ -117,12 +117,7 @@ def _claim_descendants(write: Write, owner_id: Any) -> None:
                 owner_id=owner_id, last_event_seq=F("last_event_seq") + 1
             )
             for child in manager.filter(pk__in=children):
-                send_on_commit(
-                    signals.conversation_saved,
-                    write.using,
-                    conversation=child,
-                    event_seq=child.last_event_seq,
-                )
+                announce_saved(child, write.using, child.last_event_seq)
         level = children
 
 
@@ -159,12 +154,7 @@ def _link(child: Conversation, parent: uuid.UUID, call_id: str) -> Conversation:
                 update_fields=["parent_call_id", "parent_event_seq", "last_event_seq"],
             )
             write.children.append(locked)
-            send_on_commit(
-                signals.conversation_saved,
-                write.using,
-                conversation=locked,
-                event_seq=locked.last_event_seq,
-            )
+            announce_saved(locked, write.using, locked.last_event_seq)
     copy_state(child, locked)
     return child
 
@@ -234,9 +224,7 @@ def _start_child(
                     write.extra_fields.add("child_count")
                     write.stamp(child.created_at if "created_at" in fields else None)
                     write.children.append(child)
-                    send_on_commit(
-                        signals.conversation_saved, using, conversation=child, event_seq=0
-                    )
+                    announce_saved(child, using, 0)
                     return child
         except _Taken:
             continue
@@ -339,9 +327,7 @@ def start_conversation(
                         **times,
                     )
                     save_redaction_counts(using, conversation.pk, found)
-                    send_on_commit(
-                        signals.conversation_saved, using, conversation=conversation, event_seq=0
-                    )
+                    announce_saved(conversation, using, 0)
                 return conversation
             except IntegrityError:
                 continue  # another writer created it first: read theirs

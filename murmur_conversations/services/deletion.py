@@ -13,7 +13,6 @@ from django.db import connections, router, transaction
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
-from murmur_conversations import signals
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
     AccessLogEntry,
@@ -33,11 +32,11 @@ from murmur_conversations.selectors import held_condition, is_held, purge_candid
 from murmur_conversations.services.writing import (
     ConversationRef,
     announce,
+    announce_deleted,
     conversation_pk,
     database_errors,
     lock_conversation,
     parent_pk,
-    send_on_commit,
 )
 
 _DELETE_BATCH: Final = 2000
@@ -119,10 +118,7 @@ def _delete_tree(pk: uuid.UUID, owner_id: Any, using: str) -> int:
     for generation in reversed(generations):  # children before their parents
         manager.filter(pk__in=[p for p, _owner in generation]).delete()
     manager.filter(pk=pk).delete()
-    for child, child_owner in reversed(ordered):
-        send_on_commit(
-            signals.conversation_deleted, using, conversation_id=child, owner_id=child_owner
-        )
+    announce_deleted(using, list(reversed(ordered)))
     return len(ordered)
 
 

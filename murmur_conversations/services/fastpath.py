@@ -8,7 +8,9 @@ One statement updates the conversation row (which locks it and numbers the batch
 record rows and inserts the display rows (and, for messages that carry usage, adds to the token
 counters and inserts their usage rows), so the invariants hold exactly as on the general path:
 positions and seqs come from the locked counters, and one event_seq is taken. The signals go
-through ``writing.announce``, as on the general path. Private to ``murmur_conversations.services``.
+through ``writing.announce``, as on the general path; with the frame log on (docs/websocket.md
+"The frame log") the statement and the log's row run in one transaction. Private to
+``murmur_conversations.services``.
 """
 
 from __future__ import annotations
@@ -147,12 +149,17 @@ def try_append(
     than the stored one."""
     stamps = [t or now for t in (times or [None] * len(messages))]
     params, parts_by_message = parameters(conversation_pk, messages, now, stamps)
-    row = _execute(using, statement("u_index" in params, "ids" in params), params)
-    if row is None:
-        return None
-    conversation, rows = rebuild(using, row, parts_by_message, stamps)
-    announce(conversation, using, conversation.last_event_seq, created=rows)
-    return conversation, rows
+
+    def work() -> tuple[Conversation, list[DisplayMessage]] | None:
+        row = _execute(using, statement("u_index" in params, "ids" in params), params)
+        if row is None:
+            return None
+        conversation, rows = rebuild(using, row, parts_by_message, stamps)
+        announce(conversation, using, conversation.last_event_seq, created=rows)
+        return conversation, rows
+
+    # With the frame log on, its row (written by announce) commits with the statement.
+    return statements.logged(using, work)
 
 
 def parameters(
@@ -173,7 +180,8 @@ def parameters(
                 "i": index,
                 "id": message.message_id,
                 "role": message.role,
-                "c": [message.content],
+                # JSON null content is SQL NULL, as the general path's JSONField stores it.
+                "c": None if message.null_content else [message.content],
                 "e": message.is_error,
                 "s": message.source_id,
                 "x": [message.extra],

@@ -26,7 +26,6 @@ from django.db import router, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from murmur_conversations import signals
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import (
     ContentType,
@@ -43,11 +42,11 @@ from murmur_conversations.projection import transcript_entry
 from murmur_conversations.services.copying import column, db_value, insert_select, table
 from murmur_conversations.services.writing import (
     ConversationRef,
+    announce_saved,
     conversation_pk,
     database_errors,
     lock_conversation,
     owner_pk,
-    send_on_commit,
 )
 from murmur_conversations.validation import check_short_string
 
@@ -172,6 +171,7 @@ def _copy(using: str, original: Conversation, fork: Conversation, cut: tuple[int
         source_alias="d",
         from_sql=(
             f"(SELECT d.*, om.position AS fork_position, ot.call_id AS fork_call_id, "
+            "ot.created_at AS fork_call_created, "
             f"CASE WHEN {card_reset} THEN 1 ELSE 0 END AS fork_reset, "
             f"CASE WHEN d.event_seq > %(cut_event)s OR {card_reset} THEN 1 ELSE 0 END "
             "AS fork_changed "
@@ -186,9 +186,11 @@ def _copy(using: str, original: Conversation, fork: Conversation, cut: tuple[int
                 f"(SELECT nm.id FROM {message} nm WHERE nm.{conv} = %(fork)s "
                 "AND nm.position = d.fork_position)"
             ),
+            # A reused call id names several calls: the copy of the same call is the one of that
+            # id created at the same time (MAX: one row, whatever two calls of one write share).
             "tool_call_id": (
-                f"(SELECT nt.id FROM {call} nt WHERE nt.{conv} = %(fork)s "
-                "AND nt.call_id = d.fork_call_id)"
+                f"(SELECT MAX(nt.id) FROM {call} nt WHERE nt.{conv} = %(fork)s "
+                "AND nt.call_id = d.fork_call_id AND nt.created_at = d.fork_call_created)"
             ),
             "status": "CASE WHEN d.fork_reset = 1 THEN %(interrupted)s ELSE d.status END",
             "event_seq": "CASE WHEN d.fork_changed = 1 THEN %(fork_event)s ELSE d.event_seq END",
@@ -225,6 +227,12 @@ def _settle(using: str, fork: Conversation) -> None:
         if row.content_type == ContentType.TOOL_CALL and row.tool_call is not None:
             if row.tool_call.interrupt_reason == InterruptReason.FORKED:
                 row.metadata = {k: v for k, v in row.metadata.items() if k not in _LATER_KEYS}
+        elif row.content_type == ContentType.TOOL_RESULT and row.tool_call is None:
+            # held for a call the original made after the cut: held again in the fork
+            row.metadata = {
+                **{k: v for k, v in row.metadata.items() if k != "late"},
+                "orphan": True,
+            }
         elif (
             row.content_type == ContentType.TOOL_RESULT
             and row.message is not None
@@ -290,9 +298,17 @@ def fork_conversation(
             forked_at_seq=at_seq,
         )
         fork.tool_call_count = _copy(using, original, fork, cut)
-        fork.save(using=using, update_fields=["tool_call_count"])
         _settle(using, fork)
-        send_on_commit(
-            signals.conversation_saved, using, conversation=fork, event_seq=fork.last_event_seq
+        fork.held_results = (
+            DisplayMessage.objects.using(using)
+            .filter(
+                conversation=fork,
+                content_type=ContentType.TOOL_RESULT,
+                tool_call__isnull=True,
+                metadata__orphan=True,
+            )
+            .count()
         )
+        fork.save(using=using, update_fields=["tool_call_count", "held_results"])
+        announce_saved(fork, using, fork.last_event_seq)
     return fork

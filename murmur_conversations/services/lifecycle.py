@@ -56,8 +56,8 @@ CALL_FIELDS: Final = (
 
 def update_card(row: DisplayMessage, call: ToolCall) -> None:
     """Copy ``call``'s status onto its ``tool_call`` card: the status, and in ``metadata`` the
-    ``display_text`` (executing, completed, interrupted), ``result`` (completed) or ``error``
-    (failed). No save."""
+    ``display_text`` (executing, completed, interrupted), ``result`` (completed; failed, when the
+    call has one) and ``error`` (failed: the short reason). No save."""
     row.status = call.status
     if call.display_text and call.status in (
         ToolStatus.EXECUTING,
@@ -69,6 +69,8 @@ def update_card(row: DisplayMessage, call: ToolCall) -> None:
         row.metadata["result"] = call.result
     if call.status == ToolStatus.FAILED:
         row.metadata["error"] = call.error
+        if call.result is not None:
+            row.metadata["result"] = call.result
 
 
 def move_call(
@@ -83,7 +85,9 @@ def move_call(
     interrupt_reason: str = InterruptReason.AWAITING_INPUT,
 ) -> None:
     """Apply a status move the caller has checked to ``call`` (fields, timestamps, this call's
-    event_seq) and record it in ``write.calls_changed``; no save."""
+    event_seq) and record it in ``write.calls_changed``; no save. ``result`` is kept by a move
+    to completed, and by a move to failed when given (a failed call keeps its output beside the
+    ``error``, its short reason)."""
     call.status = status
     call.event_seq = write.take_event()
     if name:
@@ -96,6 +100,8 @@ def move_call(
         call.result = result
     if status == ToolStatus.FAILED:
         call.error = error
+        if result is not None:
+            call.result = result
     call.interrupt_reason = interrupt_reason if status == ToolStatus.INTERRUPTED else ""
     if status in TERMINAL_TOOL_STATUSES:
         call.finished_at = write.now

@@ -14,7 +14,8 @@ Private to ``murmur_conversations.services`` (docs/write-path.md "Python out of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from django.db import connections, transaction
@@ -22,8 +23,42 @@ from django.db.models import JSONField, Model
 from django.db.models.base import ModelState
 
 from murmur_conversations import jsonenc
+from murmur_conversations.conf import app_settings
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
+
+
+#: The aliases whose open transaction :func:`logged` began (per thread).
+_own = threading.local()
+
+
+class _Declined(Exception):
+    """The work of :func:`logged` declined: its transaction rolls back."""
+
+
+def logged(using: str, work: Callable[[], T | None]) -> T | None:
+    """Run ``work`` (one single statement, then ``writing.announce``) so that the frame log's row
+    commits with the change (docs/websocket.md "The frame log"): in one transaction of its own
+    when the frame log is on and no transaction is open, as is (inside the caller's) otherwise.
+    ``work`` returning None means it declined: its transaction rolls back, None is returned."""
+    if connections[using].in_atomic_block or not app_settings.frame_log:
+        return work()
+    aliases: set[str] = _own.__dict__.setdefault("aliases", set())
+    try:
+        with transaction.atomic(using=using):
+            # The transaction is this write's own: a failed statement rolls all of it back, so
+            # :func:`run` needs no savepoint inside it.
+            aliases.add(using)
+            try:
+                result = work()
+            finally:
+                aliases.discard(using)
+            if result is None:
+                raise _Declined
+            return result
+    except _Declined:
+        return None
 
 
 def _cursor(connection: Any) -> Any:
@@ -46,7 +81,7 @@ def run(using: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]
     transaction usable); in autocommit it is its own transaction: one round trip. Raises
     Django's database errors (``IntegrityError``...)."""
     connection = connections[using]
-    if connection.in_atomic_block:
+    if connection.in_atomic_block and using not in getattr(_own, "aliases", ()):
         with transaction.atomic(using=using):
             return _fetch(connection, sql, params)
     return _fetch(connection, sql, params)

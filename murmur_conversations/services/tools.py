@@ -41,9 +41,11 @@ from murmur_conversations.validation import (
 
 
 def _locked_call(write: Write, call_id: str) -> tuple[ToolCall, DisplayMessage | None]:
+    """The latest call of ``call_id`` (a reused id names the newest call) and its card."""
     call = (
         ToolCall.objects.using(write.using)
         .filter(conversation=write.conversation, call_id=call_id)
+        .order_by("-pk")
         .first()
     )
     if call is None:
@@ -65,6 +67,8 @@ def update_tool_status(
     at: datetime | None = None,
 ) -> DisplayMessage:
     """Move a tool call along its lifecycle (sagents ``update_tool_status``) and return its card.
+    A call id that several calls have used names the latest of them (docs/write-path.md "Call
+    ids").
 
     ``tool_info``: ``call_id`` and, per status, ``name``, ``display_text``, ``result``, ``error``,
     ``interrupt_reason`` (``awaiting_input`` by default, ``worker_lost``, ``log_ended``). Allowed:
@@ -148,8 +152,8 @@ def resolve_tool_result(
 ) -> DisplayMessage:
     """Answer an interrupted tool call (sagents ``resolve_tool_result``): replace
     ``content["content"]`` of its ``tool_result`` row whose ``is_interrupt`` is true, set that flag
-    false (the record is not touched) and complete the call. Returns the result row. Raises
-    ``ToolCallNotFound`` when there is no such call or row."""
+    false (the record is not touched) and complete the call (the latest call of that id). Returns
+    the result row. Raises ``ToolCallNotFound`` when there is no such call or row."""
     result_content, found = redact(clean_json(result_content))
     check_size(result_content, limit=app_settings.max_content_bytes, what="result content")
     with writing(conversation) as write:

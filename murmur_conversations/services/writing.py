@@ -9,12 +9,13 @@ order of :func:`announce`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.db import (
@@ -27,19 +28,32 @@ from django.db import (
     router,
     transaction,
 )
-from django.db.models import F
+from django.db.models import BigIntegerField, F, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
 
-from murmur_conversations import signals
+from murmur_conversations import frames, jsonenc, signals
+from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
-from murmur_conversations.models import Conversation, DisplayMessage, RedactionCount, ToolCall
+from murmur_conversations.models import (
+    Conversation,
+    DisplayMessage,
+    FrameKind,
+    FrameLogEntry,
+    RedactionCount,
+    ToolCall,
+)
 
 logger = logging.getLogger("murmur_conversations.signals")
 
 ConversationRef = Conversation | uuid.UUID | str
 #: The display-row fields a service changes on an existing row.
 ROW_FIELDS: Final = ("status", "content", "metadata", "event_seq", "updated_at")
+#: The frame log is pruned after every this many logged writes of a process.
+FRAME_LOG_PRUNE_EVERY: Final = 256
+#: One frame-log row: conversation id, event_seq, kind, owner pk, frames, sidebar frame.
+LogEntry = tuple[uuid.UUID, int, int, Any, list[frames.Frame] | None, frames.Frame | None]
 
 
 def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
@@ -107,8 +121,32 @@ def announce(
     ``tool_call_updated`` per call, ``status_changed``, ``conversation_updated``,
     ``child_updated`` per child that changed, ``child_deleted`` per child deleted, and always
     ``conversation_saved`` last. The general path (:meth:`Write.finish`) and the single-statement
-    path (``fastpath``) both announce through here, so their order cannot drift."""
+    path (``fastpath``) both announce through here, so their order cannot drift.
+
+    With ``FRAME_LOG`` on (the default) the event's frames are built here, once, inside the
+    transaction: written to the frame log (one INSERT) and handed to the realtime receivers with
+    ``conversation_saved`` (``frames``, ``sidebar``), whose other signals then carry
+    ``logged=True`` (docs/websocket.md "The frame log")."""
     rows = sorted(created, key=lambda row: row.seq)
+    changed = sorted(updated, key=lambda row: row.seq)
+    calls, children, children_deleted = list(calls), list(children), list(children_deleted)
+    logged: dict[str, Any] = {}
+    saved: dict[str, Any] = {}
+    if app_settings.frame_log:
+        built = frames.event_frames(
+            conversation,
+            event_seq,
+            created=rows,
+            updated=changed,
+            calls=calls,
+            status_changed=status_changed,
+            conversation_updated=conversation_updated,
+            children=children,
+            children_deleted=children_deleted,
+        )
+        sidebar = _log_saved(conversation, using, event_seq, built)
+        logged = {"logged": True}
+        saved = {"frames": built, "sidebar": sidebar}
     if rows:
         send_on_commit(
             signals.display_messages_saved,
@@ -116,14 +154,16 @@ def announce(
             conversation=conversation,
             rows=rows,
             event_seq=event_seq,
+            **logged,
         )
-    for row in sorted(updated, key=lambda row: row.seq):
+    for row in changed:
         send_on_commit(
             signals.display_message_updated,
             using,
             conversation=conversation,
             row=row,
             event_seq=event_seq,
+            **logged,
         )
     for call in calls:
         send_on_commit(
@@ -132,14 +172,19 @@ def announce(
             conversation=conversation,
             tool_call=call,
             event_seq=event_seq,
+            **logged,
         )
     if status_changed:
         send_on_commit(
-            signals.status_changed, using, conversation=conversation, event_seq=event_seq
+            signals.status_changed, using, conversation=conversation, event_seq=event_seq, **logged
         )
     if conversation_updated:
         send_on_commit(
-            signals.conversation_updated, using, conversation=conversation, event_seq=event_seq
+            signals.conversation_updated,
+            using,
+            conversation=conversation,
+            event_seq=event_seq,
+            **logged,
         )
     for child in children:
         send_on_commit(
@@ -148,6 +193,7 @@ def announce(
             conversation=conversation,
             child=child,
             event_seq=event_seq,
+            **logged,
         )
     for child_id in children_deleted:
         send_on_commit(
@@ -156,10 +202,108 @@ def announce(
             conversation=conversation,
             child_id=child_id,
             event_seq=event_seq,
+            **logged,
         )
     send_on_commit(
-        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq
+        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq, **saved
     )
+
+
+def announce_saved(conversation: Conversation, using: str, event_seq: int) -> None:
+    """Queue ``conversation_saved`` alone (a creation with event_seq 0, a fork, an owner change
+    that left no frame on the conversation stream), logging it first when ``FRAME_LOG`` is on:
+    the sidebar learns of it in every process (docs/websocket.md "The frame log")."""
+    saved: dict[str, Any] = {}
+    if app_settings.frame_log:
+        sidebar = _log_saved(conversation, using, event_seq, [] if event_seq > 0 else None)
+        saved = {"frames": [], "sidebar": sidebar}
+    send_on_commit(
+        signals.conversation_saved, using, conversation=conversation, event_seq=event_seq, **saved
+    )
+
+
+def announce_deleted(using: str, deleted: list[tuple[uuid.UUID, Any]]) -> None:
+    """Queue ``conversation_deleted`` for each ``(conversation_id, owner_id)``, in order, logging
+    them first (one INSERT) when ``FRAME_LOG`` is on."""
+    if app_settings.frame_log and deleted:
+        _insert_frame_log(
+            using,
+            [
+                (pk, 0, FrameKind.DELETED, owner, None, frames.deleted_frame(pk))
+                for pk, owner in deleted
+            ],
+        )
+    for pk, owner in deleted:
+        send_on_commit(signals.conversation_deleted, using, conversation_id=pk, owner_id=owner)
+
+
+def _log_saved(
+    conversation: Conversation, using: str, event_seq: int, built: list[frames.Frame] | None
+) -> frames.Frame:
+    """Log one event of ``conversation`` (its stream's frames ``built``, None for none, and the
+    owner's ``conversation_saved``); returns that sidebar frame."""
+    sidebar = frames.saved_frame(conversation, event_seq)
+    _insert_frame_log(
+        using,
+        [(conversation.pk, event_seq, FrameKind.EVENT, conversation.owner_id, built, sidebar)],
+    )
+    return sidebar
+
+
+_logged_writes = itertools.count(1)
+#: Above every id: with no row to keep, every row goes.
+_NO_ID: Final = 2**62
+
+
+def _insert_frame_log(using: str, entries: list[LogEntry]) -> None:
+    """Write ``entries`` to the frame log: ONE multi-row INSERT in the caller's transaction (the
+    single place that writes it, docs/websocket.md "The frame log"). Every
+    :data:`FRAME_LOG_PRUNE_EVERY` calls of this process, rows older than ``FRAME_LOG_RETENTION``
+    are pruned after commit."""
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    meta = FrameLogEntry._meta
+    uuid_field = meta.get_field("conversation_id")
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    origin = frames.process_origin()
+    params: list[Any] = []
+    for pk, event_seq, kind, owner, built, sidebar in entries:
+        params += [
+            uuid_field.get_db_prep_value(pk, connection),
+            event_seq,
+            int(kind),
+            "" if owner is None else str(owner),
+            "" if built is None else jsonenc.dumps(built),
+            "" if sidebar is None else jsonenc.dumps(sidebar),
+            origin,
+            now,
+        ]
+    columns = ("conversation_id", "event_seq", "kind", "owner", "frames", "sidebar", "origin")
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(entries))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(meta.db_table)} "
+            f"({', '.join(quote(c) for c in (*columns, 'created_at'))}) VALUES {values}",
+            params,
+        )
+    if next(_logged_writes) % FRAME_LOG_PRUNE_EVERY == 0:
+        transaction.on_commit(lambda: prune_frame_log(using=using), using=using, robust=True)
+
+
+def prune_frame_log(*, using: str | None = None, older_than: float | None = None) -> int:
+    """Delete the frame-log rows written more than ``older_than`` seconds ago (default
+    ``FRAME_LOG_RETENTION``); returns how many. One statement that walks the primary key from the
+    oldest row, so it costs what it deletes (docs/websocket.md "The frame log")."""
+    using = using or router.db_for_write(FrameLogEntry)
+    seconds = app_settings.frame_log_retention if older_than is None else older_than
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    manager = FrameLogEntry.objects.using(using)
+    first_kept = manager.filter(created_at__gte=cutoff).order_by("id").values("id")[:1]
+    with database_errors():
+        deleted, _ = manager.filter(
+            id__lt=Coalesce(Subquery(first_kept), Value(_NO_ID), output_field=BigIntegerField())
+        ).delete()
+    return deleted
 
 
 @contextmanager
@@ -262,6 +406,9 @@ class Write:
             "saved_at",
             "tool_call_count",
         }
+        if self.status_changed:  # exact status replay (docs/websocket.md)
+            conversation.status_event_seq = self.event_seq
+            fields.add("status_event_seq")
         if self.parent is not None and (self.parent_news or self.status_changed):
             tell_parent(self.parent, conversation, self.using, conversation.saved_at)
             fields.add("parent_event_seq")

@@ -25,3 +25,5 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
+# The demo's tests reach it on the loopback addresses and as Django's test client.
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "127.0.0.1", "localhost", "[::1]", "testserver"]  # noqa: F405

@@ -80,3 +80,35 @@ async def test_redis_profile_carries_group_messages_over_redis_pubsub() -> None:
     finally:
         await layer.group_discard(group, channel)
         await layer.flush()
+
+
+@pytest.mark.parametrize(
+    ("environment", "hosts"),
+    [
+        ({}, []),
+        ({"DJANGO_DEBUG": "1"}, ["127.0.0.1", "localhost", "[::1]"]),
+        ({"DJANGO_ALLOWED_HOSTS": "chat.example.com"}, ["chat.example.com"]),
+        ({"DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}, ["127.0.0.1", "localhost"]),
+    ],
+)
+def test_loopback_hosts_only_with_debug_or_the_environment(
+    environment: dict[str, str], hosts: list[str]
+) -> None:
+    """The demo settings serve the loopback hosts only when DEBUG is on or the environment names
+    them (``python3 dev.py demo`` names 127.0.0.1 and localhost), never ``testserver``: a
+    production deployment answers its own names only (docs/deployment.md)."""
+    import subprocess
+    import sys
+
+    code = "import project.settings as s; print(','.join(s.ALLOWED_HOSTS))"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_DEBUG", "DJANGO_ALLOWED_HOSTS")
+    }
+    env.update(environment)
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert [host for host in out.split(",") if host] == hosts

@@ -1,5 +1,7 @@
 """The JSON frames sent to websocket clients (docs/websocket.md), built from the shared row
-representations so REST and websockets agree.
+representations so REST and websockets agree. Core, not part of ``realtime``: the services build
+each event's frames inside its transaction for the frame log (docs/websocket.md "The frame log"),
+and the realtime receivers send those same frames.
 
 Large values are capped: when the compact UTF-8 JSON of a row's ``content``, a ``result`` or an
 ``error`` (also inside a tool-call row's ``metadata``) exceeds :data:`MAX_VALUE_BYTES`, the value
@@ -8,7 +10,9 @@ becomes null and the frame gets ``"truncated": true``; REST serves the whole val
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Iterable
 from typing import Any, Final
 
 from murmur_conversations import jsonenc
@@ -152,3 +156,47 @@ def saved_frame(conversation: Conversation, event_seq: int) -> Frame:
 def deleted_frame(conversation_id: uuid.UUID | str) -> Frame:
     """``{"type": "conversation_deleted", "conversation_id"}`` (both streams)."""
     return {"type": "conversation_deleted", "conversation_id": str(conversation_id)}
+
+
+def event_frames(
+    conversation: Conversation,
+    event_seq: int,
+    *,
+    created: Iterable[DisplayMessage] = (),
+    updated: Iterable[DisplayMessage] = (),
+    calls: Iterable[ToolCall] = (),
+    status_changed: bool = False,
+    conversation_updated: bool = False,
+    children: Iterable[Conversation] = (),
+    children_deleted: Iterable[uuid.UUID] = (),
+) -> list[Frame]:
+    """The conversation stream's frames of one event, in the contract's order (docs/websocket.md
+    "The frames of one write come in this order"): ``display_message_saved`` per created row and
+    ``display_message_updated`` per changed row (each by ``seq``), ``tool_execution_update`` per
+    call, ``status_changed``, ``conversation_updated``, ``child_updated`` per child,
+    ``child_deleted`` per deleted child. The caller passes the rows already ordered."""
+    pk = conversation.pk
+    built = [row_frame("display_message_saved", pk, row, event_seq) for row in created]
+    built += [row_frame("display_message_updated", pk, row, event_seq) for row in updated]
+    built += [tool_frame(pk, call, event_seq) for call in calls]
+    if status_changed:
+        built.append(status_frame(conversation, event_seq))
+    if conversation_updated:
+        built.append(conversation_updated_frame(conversation, event_seq))
+    built += [child_frame(pk, child, event_seq) for child in children]
+    built += [child_deleted_frame(pk, child_id, event_seq) for child_id in children_deleted]
+    return built
+
+
+_origin: tuple[int, str] = (0, "")
+
+
+def process_origin() -> str:
+    """This process's token (32 hex) in the frame log's ``origin``: a process skips the rows it
+    wrote itself, as their frames reached its sockets through its own channel layer. A forked
+    child gets a new one."""
+    global _origin
+    pid = os.getpid()
+    if _origin[0] != pid:
+        _origin = (pid, uuid.uuid4().hex)
+    return _origin[1]
