@@ -122,11 +122,12 @@ def check_settings(
     messages.extend(_check_frame_log(value["FRAME_LOG"], value["FRAME_LOG_RETENTION"]))
     messages.extend(_check_redact(value["REDACT"]))
     retention = value["RETENTION_DAYS"]
-    if retention is not None and (not _is_int(retention) or retention < 1):
+    if retention is not None and (not _is_int(retention) or not 1 <= retention <= 999_999_999):
         messages.append(
             _error(
                 "murmur_conversations.E021",
-                f"RETENTION_DAYS must be None or a positive integer (days), not {retention!r}.",
+                f"RETENTION_DAYS must be None or a whole number of days from 1 to 999999999, "
+                f"not {retention!r}.",
                 "The default is None: conversations are kept until deleted.",
             )
         )
@@ -146,11 +147,15 @@ def _check_frame_log(enabled: Any, retention: Any) -> list[CheckMessage]:
                 'The default is True (docs/websocket.md "The frame log").',
             )
         )
-    if isinstance(retention, bool) or not isinstance(retention, int | float) or not retention > 0:
+    if (
+        isinstance(retention, bool)
+        or not isinstance(retention, int | float)
+        or not 0 < retention <= 10**9  # a timedelta holds up to ~2.7 million years
+    ):
         messages.append(
             _error(
                 "murmur_conversations.E041",
-                f"FRAME_LOG_RETENTION must be a positive number of seconds, not {retention!r}.",
+                f"FRAME_LOG_RETENTION must be a number of seconds in (0, 1e9], not {retention!r}.",
                 "The default is 60.",
             )
         )

@@ -313,5 +313,9 @@ def purge_candidates(
     if owner is not None:
         matching = matching.filter(owner_id=getattr(owner, "pk", owner))
     if older_than is not None:
-        matching = matching.filter(saved_at__lt=timezone.now() - older_than)
+        try:
+            cutoff = timezone.now() - older_than
+        except OverflowError:  # older than the calendar: nothing was saved that long ago
+            return matching.none()
+        matching = matching.filter(saved_at__lt=cutoff)
     return matching

@@ -43,7 +43,7 @@ class Period:
             condition &= Q(
                 **{f"{prefix}created_at__gte": datetime.combine(self.start, time(), UTC)}
             )
-        if self.end is not None:
+        if self.end is not None and self.end < date.max:  # 9999-12-31: no upper bound
             after = datetime.combine(self.end + timedelta(days=1), time(), UTC)
             condition &= Q(**{f"{prefix}created_at__lt": after})
         return condition

@@ -28,9 +28,25 @@ CONVERSATION_KINDS = frozenset(
 SIDEBAR_KINDS = frozenset({"conversation_saved", "conversation_deleted"})
 
 
-def run(conversation_id: str) -> None:
-    """Write the script to the conversation ``conversation_id`` (owned by a user), deleting it at
-    the end."""
+#: The title the last write of the ``events`` phase gives the conversation: a marker to read to.
+DONE_TITLE = "Script done"
+
+
+def run(conversation_id: str, phase: str = "all") -> None:
+    """Write the script to the conversation ``conversation_id`` (owned by a user): ``events``
+    writes every event and ends with the rename to ``DONE_TITLE``; ``delete`` deletes the
+    conversation; ``all`` does both. Sockets confirm access before each event's frames go out
+    (docs/security.md), so a reader that wants the frames of the events sees them out before the
+    deletion."""
+    from murmur_conversations import services
+
+    if phase in ("events", "all"):
+        _events(conversation_id)
+    if phase in ("delete", "all"):
+        services.delete_conversation(conversation=conversation_id)
+
+
+def _events(conversation_id: str) -> None:
     from murmur_conversations import services
     from murmur_conversations.models import Conversation, DisplayMessage
 
@@ -77,7 +93,7 @@ def run(conversation_id: str) -> None:
     services.delete_conversation(conversation=fork)
     services.update_conversation(conversation=pk, archived=True)
     services.set_status(conversation=pk, status="idle")
-    services.delete_conversation(conversation=pk)
+    services.update_conversation(conversation=pk, title=DONE_TITLE)
 
 
 if __name__ == "__main__":
@@ -85,4 +101,4 @@ if __name__ == "__main__":
     import django
 
     django.setup()
-    run(sys.argv[1])
+    run(sys.argv[1], *sys.argv[2:3])

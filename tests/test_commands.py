@@ -49,6 +49,8 @@ def test_recover_interrupted_command(conversation: Conversation) -> None:
     [
         ["--stale-after", "soon"],
         ["--stale-after", "-1"],
+        ["--stale-after", "inf"],
+        ["--stale-after", "1e300"],
         ["--conversation", "nope"],
         ["--conversation", "4F6A3C2E-0000-0000-0000-000000000000"],
     ],
@@ -57,3 +59,18 @@ def test_recover_interrupted_bad_arguments(args: list[str]) -> None:
     with pytest.raises(CommandError) as info:
         call_command("recover_interrupted", *args)
     assert info.value.returncode == 2
+
+
+@pytest.mark.parametrize("age", ["99999999999d", "9999999999999w", "999999999999999999999h"])
+def test_purge_older_than_beyond_the_calendar_is_a_usage_error(age: str) -> None:
+    """An age longer than a timedelta holds is exit 2 with a message, never a traceback."""
+    with pytest.raises(CommandError) as info:
+        call_command("purge_conversations", "--older-than", age)
+    assert info.value.returncode == 2
+
+
+@pytest.mark.django_db
+def test_purging_older_than_the_calendar_matches_nothing(conversation: Conversation) -> None:
+    """``older_than`` reaching before year 1 purges nothing (nothing was saved that long ago)."""
+    assert services.purge_conversations(older_than=timedelta.max) == (0, False)
+    assert Conversation.objects.filter(pk=conversation.pk).exists()

@@ -31,7 +31,7 @@ from murmur_conversations import frames, services
 from murmur_conversations.models import Conversation, FrameLogEntry
 from murmur_conversations.realtime import broadcast, reads
 from murmur_conversations.realtime.poller import poller_for
-from tests.frame_script import CONVERSATION_KINDS, SIDEBAR_KINDS, run
+from tests.frame_script import CONVERSATION_KINDS, DONE_TITLE, SIDEBAR_KINDS, run
 from tests.realtime_helpers import (
     LOCAL_LAYER,
     TIMEOUT,
@@ -76,9 +76,9 @@ def normalized(received: list[Frame]) -> list[Any]:
     return [walk(frame) for frame in received]
 
 
-def run_in_child(env: dict[str, str], conversation: Conversation) -> None:
+def run_in_child(env: dict[str, str], conversation: Conversation, phase: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tests.frame_script", str(conversation.pk)],
+        [sys.executable, "-m", "tests.frame_script", str(conversation.pk), phase],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -95,16 +95,25 @@ async def script_frames(user: User, env: dict[str, str] | None) -> tuple[list[Fr
     socket = await connect(f"ws/conversations/{conversation.pk}/", user)
     sidebar = await connect("ws/conversations/", user)
     assert (await socket.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
-    if env is None:
-        await db_async(run)(str(conversation.pk))
-    else:
-        await asyncio.to_thread(run_in_child, env, conversation)
     gone = str(conversation.pk)
-    on_socket = await frames_until(socket, lambda f: f["type"] == "conversation_deleted")
-    on_sidebar = await frames_until(
-        sidebar,
-        lambda f: f["type"] == "conversation_deleted" and f["conversation_id"] == gone,
-    )
+
+    def done(frame: Frame) -> bool:
+        return bool(frame.get("conversation", {}).get("title") == DONE_TITLE)
+
+    def deleted(frame: Frame) -> bool:
+        return bool(frame["type"] == "conversation_deleted" and frame["conversation_id"] == gone)
+
+    on_socket: list[Frame] = []
+    on_sidebar: list[Frame] = []
+    # The events first, read to their last one; then the deletion (a socket confirms access before
+    # an event's frames go out, so frames still queued when the conversation is gone are not sent).
+    for phase, socket_end, sidebar_end in (("events", done, done), ("delete", deleted, deleted)):
+        if env is None:
+            await db_async(run)(gone, phase)
+        else:
+            await asyncio.to_thread(run_in_child, env, conversation, phase)
+        on_socket += await frames_until(socket, socket_end)
+        on_sidebar += await frames_until(sidebar, sidebar_end)
     await socket.disconnect()
     await sidebar.disconnect()
     return on_socket, on_sidebar

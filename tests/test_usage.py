@@ -4,14 +4,14 @@ path keeps on both paths, exact prices, the summary rows and ``GET usage/``."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.db.models import Sum
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pytest_django import Settings
 from rest_framework.test import APIClient
@@ -613,3 +613,33 @@ def test_usage_parameters_never_answer_500(client: APIClient, value: str, name: 
         {"group_by": value, "from": value, "to": value, "cursor": value, name: value},
     )
     assert response.status_code in (200, 400)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    start=st.one_of(st.none(), st.dates()),
+    end=st.one_of(st.none(), st.dates()),
+    group_by=st.sampled_from(["day", "model", "conversation"]),
+)
+@example(start=date.min, end=date.max, group_by="conversation")
+@example(start=None, end=date.max, group_by="day")
+def test_any_calendar_date_is_a_period_never_a_500(
+    client: APIClient,
+    start: date | None,
+    end: date | None,
+    group_by: str,
+) -> None:
+    """Every date of the calendar, 0001-01-01 to 9999-12-31, works as either bound: a 200 whose
+    rows fall in the period, or 400 ``invalid_filter`` when ``from`` is after ``to``."""
+    params: Params = {"group_by": group_by}
+    if start is not None:
+        params["from"] = start.isoformat()
+    if end is not None:
+        params["to"] = end.isoformat()
+    response = client.get(f"{API}usage/", params)
+    if start is not None and end is not None and start > end:
+        assert response.status_code == 400 and response.json()["code"] == "invalid_filter"
+    else:
+        assert response.status_code == 200, response.content

@@ -296,7 +296,10 @@ def prune_frame_log(*, using: str | None = None, older_than: float | None = None
     oldest row, so it costs what it deletes (docs/websocket.md "The frame log")."""
     using = using or router.db_for_write(FrameLogEntry)
     seconds = app_settings.frame_log_retention if older_than is None else older_than
-    cutoff = timezone.now() - timedelta(seconds=seconds)
+    try:
+        cutoff = timezone.now() - timedelta(seconds=seconds)
+    except OverflowError:  # longer than the calendar: nothing is that old
+        return 0
     manager = FrameLogEntry.objects.using(using)
     first_kept = manager.filter(created_at__gte=cutoff).order_by("id").values("id")[:1]
     with database_errors():

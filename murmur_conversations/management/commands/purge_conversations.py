@@ -29,7 +29,12 @@ def parse_age(value: str) -> timedelta:
         raise CommandError(
             f"--older-than must look like 30d, 12h, 90m or 2w, not {value!r}", returncode=2
         )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        raise CommandError(
+            f"--older-than {value!r} is longer than a calendar can count", returncode=2
+        ) from None
 
 
 class Command(BaseCommand):

@@ -10,6 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from murmur_conversations import services
 from murmur_conversations.selectors import parse_conversation_id
 
+#: The longest ``--stale-after``: a hundred years, in seconds.
+_MAX_SECONDS = 100 * 366 * 86400
+
 
 def _seconds(value: str) -> float:
     try:
@@ -20,6 +23,8 @@ def _seconds(value: str) -> float:
         ) from None
     if not seconds >= 0:
         raise CommandError("--stale-after must be zero or more seconds", returncode=2)
+    if not seconds <= _MAX_SECONDS:  # inf, or longer than a timedelta can hold
+        raise CommandError(f"--stale-after must be at most {_MAX_SECONDS} seconds", returncode=2)
     return seconds
 
 
