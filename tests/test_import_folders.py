@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import pytest
 from django.contrib.auth.models import User
 
+from murmur_conversations import services
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.records import Item, ParseContext, Parser, SourceLine
 from murmur_conversations.management.commands import import_conversations
@@ -177,6 +178,34 @@ def test_an_appended_file_is_read_from_where_the_last_import_ended(
     source = ImportedSource.objects.get(owner=user, path=str(path.resolve()))
     assert (source.offset, source.line) == (path.stat().st_size, lines_before + 3)
     assert_counters_match_rows(conversation)
+
+
+@pytest.mark.parametrize("grown", [False, True], ids=["unchanged", "grown"])
+def test_a_deleted_conversation_stays_deleted_until_reread(
+    tmp_path: Path, user: User, grown: bool
+) -> None:
+    """Deleting what a file was imported into, then importing the file again (grown or not), adds
+    nothing: no conversation of the file's tail alone. ``--reread`` imports it whole again."""
+    session, _ = history(tmp_path)
+    assert run(session, "--owner", user.username)[0] == 0
+    [conversation] = Conversation.objects.filter(owner=user, parent__isnull=True)
+    whole = Message.objects.filter(conversation=conversation).count()
+    services.delete_conversation(conversation=conversation)
+    if grown:
+        c = Claude()
+        for _ in range(3):
+            c.line("x")
+        more = [c.prompt("Add herbs"), c.answer("msg_2", "Done")]
+        with session.open("ab") as file:
+            file.write(write_jsonl(tmp_path / "more.jsonl", more).read_bytes())
+    code, out, err = run(session, "--owner", user.username)
+    assert (code, err) == (0, "")
+    assert "deleted since the last import" in out
+    assert not Conversation.objects.filter(owner=user).exists()
+    assert run(session, "--owner", user.username, "--reread")[0] == 0
+    [again] = Conversation.objects.filter(owner=user, parent__isnull=True)
+    assert Message.objects.filter(conversation=again).count() == whole + (2 if grown else 0)
+    assert_counters_match_rows(again)
 
 
 def test_an_answer_split_across_two_imports_keeps_both_parts(tmp_path: Path, user: User) -> None:

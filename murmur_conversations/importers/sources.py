@@ -38,11 +38,25 @@ from murmur_conversations.importers.records import (
     resumable,
     subagent_links,
 )
-from murmur_conversations.models import ImportedSource
+from murmur_conversations.models import Conversation, ImportedSource
 
 STDIN: Final = "-"
 #: File names a folder walk reads.
 SUFFIXES: Final = (".jsonl", ".ndjson")
+#: Why a file whose conversations were all deleted since its last import is not read again: a
+#: deleted conversation stays deleted (reading on from the remembered offset would bring back
+#: only its tail); ``--reread`` imports the file whole again.
+DELETED_SINCE = "its conversations were deleted since the last import; --reread imports it again"
+
+
+def _all_deleted(record: ImportedSource) -> bool:
+    """Whether every conversation the remembered import wrote to is gone (False if it wrote none)."""
+    ids = [str(pk) for pk in record.conversations or []]
+    if not ids:
+        return False
+    return not Conversation.objects.filter(pk__in=ids).exists()
+
+
 #: Bytes of a file's head that are hashed to tell an appended file from a replaced one.
 HEAD_BYTES: Final = 4096
 
@@ -151,7 +165,8 @@ def facts(path: str) -> Facts:
 class FileResult:
     """What happened to one source: ``status`` is ``imported``, ``appended`` (read from where the
     last import ended), ``reread`` (changed otherwise, read whole again), ``unchanged``,
-    ``skipped``, ``empty`` or ``refused`` (``reason`` says why)."""
+    ``deleted`` (every conversation it wrote to was deleted since: not read again), ``skipped``,
+    ``empty`` or ``refused`` (``reason`` says why)."""
 
     name: str
     status: str
@@ -164,7 +179,7 @@ class FileResult:
     @property
     def ok(self) -> bool:
         """Whether the source counts as imported (something usable, or known and unchanged)."""
-        if self.status in ("unchanged", "appended"):
+        if self.status in ("unchanged", "appended", "deleted"):
             return True
         return self.outcome is not None and self.outcome.usable > 0
 
@@ -234,6 +249,8 @@ class Importer:
         except OSError as error:
             return self._refuse(source, f"cannot read it ({error.strerror or error})")
         record = self._record(source)
+        if record is not None and _all_deleted(record):
+            return FileResult(source.name, "deleted", record.format, reason=DELETED_SINCE)
         if record is not None and record.head_size <= now.size:
             same_head = (
                 record.head_hash == now.head_hash

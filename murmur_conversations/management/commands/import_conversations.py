@@ -42,7 +42,16 @@ STDIN: Final = "-"
 TABLE_ROWS: Final = 20
 #: Seconds ``--follow`` on folders waits between two passes.
 FOLDER_POLL_SECONDS: Final = 1.0
-STATUSES: Final = ("imported", "appended", "reread", "unchanged", "skipped", "empty", "refused")
+STATUSES: Final = (
+    "imported",
+    "appended",
+    "reread",
+    "unchanged",
+    "deleted",
+    "skipped",
+    "empty",
+    "refused",
+)
 
 
 def _size(source: Source) -> int:
@@ -464,8 +473,8 @@ class Command(BaseCommand):
                 f"{result.name} ({result.format}): unchanged since the last import; skipped "
                 "(--reread reads it again)"
             )
-        elif result.status == "skipped":
-            self.stdout.write(f"{result.name}: skipped: {result.reason}")
+        elif result.status in ("skipped", "deleted"):
+            self.stdout.write(f"{result.name}: {result.status}: {result.reason}")
         elif result.status == "empty":
             self.stdout.write(f"{result.name}: empty; nothing to import")
 
