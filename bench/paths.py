@@ -409,13 +409,21 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
 
 
 def _ours_page(conversation_id: uuid.UUID, size: int, *, offset: bool) -> Any:
+    """Our page: the keyset read as the REST route reads it (``values_list`` rows straight into
+    ``display_row_of_values``); with ``offset``, the ORM's OFFSET over model instances."""
     from murmur_conversations.models import DisplayMessage
-    from murmur_conversations.representations import display_row
+    from murmur_conversations.representations import (
+        DISPLAY_COLUMNS,
+        display_row,
+        display_row_of_values,
+    )
 
     def page(depth: int, before_seq: int) -> list[dict[str, Any]]:
         rows = DisplayMessage.objects.filter(conversation_id=conversation_id).order_by("-seq")
-        chosen = rows[depth : depth + size] if offset else rows.filter(seq__lt=before_seq)[:size]
-        return [display_row(row) for row in chosen]
+        if offset:
+            return [display_row(row) for row in rows[depth : depth + size]]
+        chosen = rows.filter(seq__lt=before_seq).values_list(*DISPLAY_COLUMNS)[:size]
+        return [display_row_of_values(values) for values in chosen]
 
     return page
 

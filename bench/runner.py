@@ -18,15 +18,16 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench import django_setup, peers, rows, search_row, verify
+from bench import django_setup, peers, rows, search_row, verify, write_kinds
 from bench.django_setup import DEFAULT_URL
-from bench.harness import TABLE_HEADERS, BenchmarkResult, result_rows, run_benchmark
+from bench.harness import TABLE_HEADERS, Benchmark, BenchmarkResult, result_rows, run_benchmark
 from bench.paths import FULL, QUICK, Sizes, Track, append_batch, append_one, page
 from bench.stats import format_table
 
@@ -80,10 +81,22 @@ def run_track(track: Track, sizes: Sizes, rounds: int, warmup: int) -> list[Benc
     """Every benchmark of one track, each in its own interleaved rounds."""
     django_setup.use_alias(track.alias)
     results = []
-    for build in (append_one, append_batch, page, search_row.search):
+    builders: tuple[Callable[[Track, Sizes], Benchmark | None], ...] = (
+        write_kinds.profile,
+        append_one,
+        write_kinds.kinds,
+        append_batch,
+        page,
+        search_row.search,
+    )
+    for build in builders:
         started = time.perf_counter()
         benchmark = build(track, sizes)
+        if benchmark is None:
+            continue
         result = run_benchmark(benchmark, rounds=rounds, warmup=warmup)
+        if build is write_kinds.kinds:
+            write_kinds.add_statement_counts(result, track.is_postgres)
         print(f"  {benchmark.name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
         results.append(result)
     problems = verify.mismatches(track.alias) + verify.mismatches(track.noindex_alias)

@@ -73,6 +73,55 @@ def display_row(
     }
 
 
+#: The DisplayMessage columns :func:`display_row_of_values` reads, in order (``values_list``).
+DISPLAY_COLUMNS: Final = (
+    "id",
+    "seq",
+    "message_type",
+    "content_type",
+    "content",
+    "status",
+    "metadata",
+    "created_event_seq",
+    "event_seq",
+    "created_at",
+    "updated_at",
+    "owner_feedback",
+)
+
+
+def display_row_of_values(
+    values: tuple[Any, ...] | list[Any],
+    feedback: dict[str, Any] | Literal[_Owner.OWNER] | None = OWNER_FEEDBACK,
+) -> dict[str, Any]:
+    """:func:`display_row` of a row read as ``values_list(*DISPLAY_COLUMNS)``: the same dict
+    (the same JSON bytes), without building a model instance (page reads, docs/write-path.md
+    "One statement per write")."""
+    (pk, seq, message_type, content_type, content, status, metadata, created_event_seq) = values[:8]
+    event_seq, created_at, updated_at, owner_feedback = values[8:]
+    if content_type == ContentType.TOOL_RESULT:
+        call_id: str | None = str(content.get("tool_call_id") or "") or None
+    elif content_type == ContentType.TOOL_CALL:
+        call_id = str(content.get("call_id") or "") or None
+    else:
+        call_id = None
+    return {
+        "id": str(pk),
+        "seq": seq,
+        "message_type": message_type,
+        "content_type": content_type,
+        "content": content,
+        "status": status,
+        "tool_call_id": call_id,
+        "metadata": metadata,
+        "created_event_seq": created_event_seq,
+        "event_seq": event_seq,
+        "created_at": iso(created_at),
+        "updated_at": iso(updated_at),
+        "feedback": owner_feedback if feedback is OWNER_FEEDBACK else feedback,
+    }
+
+
 def record_message(message: Message) -> dict[str, Any]:
     """The message as the model saw it (docs/write-path.md "The message as the model saw it"): the
     one definition every read of the record uses (the record API's ``message``, the plug-in read,

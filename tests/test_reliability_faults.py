@@ -141,9 +141,10 @@ locked, proceed = threading.Event(), threading.Event()
 state = {}
 
 def paused(execute, sql, params, many, context):
-    # The first insert of record rows: the conversation row is locked now. Let the test kill this
-    # connection, then go on.
-    if "pid" not in state and sql.startswith(f'INSERT INTO "{Message._meta.db_table}"'):
+    # The first statement inserting record rows (the general path's insert, the conversation row
+    # locked; or the single statement, about to lock it): let the test kill this connection, then
+    # go on.
+    if "pid" not in state and f'INSERT INTO "{Message._meta.db_table}"' in sql:
         state["pid"] = connection.connection.info.backend_pid
         locked.set()
         assert proceed.wait(30)

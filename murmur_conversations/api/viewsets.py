@@ -73,8 +73,10 @@ from murmur_conversations.exceptions import (
 from murmur_conversations.hooks import is_granted
 from murmur_conversations.models import AccessSurface, DisplayMessage, Message, ToolCall
 from murmur_conversations.representations import (
+    DISPLAY_COLUMNS,
     detail_row,
     display_row,
+    display_row_of_values,
     iso,
     record_row,
     summary_row,
@@ -285,9 +287,13 @@ class ConversationViewSet(ConversationScopedViewSet):
             limit = page_limit(request.query_params)
             if after is not None:
                 rows = rows.filter(seq__lt=after[0])
-            fetched = list(rows.order_by("-seq")[: limit + 1])
-            page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda r: [r.seq])
-            total = self.conversation.last_seq
+            newest = rows.order_by("-seq").values_list(*DISPLAY_COLUMNS)[: limit + 1]
+            values = keyset_page(
+                list(newest), limit=limit, binding=binding, key_of=lambda r: [r[1]]
+            )
+            mine = feedback_for(request.user, [r[0] for r in values.rows])
+            results = [display_row_of_values(r, mine.get(r[0])) for r in values.rows]
+            return Response(body(results, values, self.conversation.last_seq))
         else:
             binding = CursorBinding("since", self._scope(), (("since", str(since)),))
             after = _int_key(binding.read(request.query_params.get("cursor")), 2)

@@ -1,8 +1,10 @@
 """Delivery to the channel layer off the write path (docs/websocket.md, "Deployment").
 
-Receivers call :meth:`Broadcaster.publish`, which only puts ``(group, message)`` on a bounded queue
-and returns at once; one daemon thread with its own event loop drains the queue with
-``group_send``, each bounded by a timeout. A slow, dead or missing layer therefore never blocks or
+Receivers call :meth:`Broadcaster.publish`. With a layer that delivers without waiting (the
+process-local layer's ``group_send_now``: a few dictionary operations under a lock) the message is
+delivered at once on the caller's thread, so a write costs no thread hop. With any other layer
+``publish`` only puts ``(group, message)`` on a bounded queue and returns at once; one daemon thread
+with its own event loop drains the queue with ``group_send``, each bounded by a timeout. A slow, dead or missing layer therefore never blocks or
 fails a write: a full queue drops the event, a failing or hanging ``group_send`` is abandoned, and
 both are counted and logged under ``murmur_conversations.realtime``. Clients recover anything missed
 with ``?since=``. At interpreter exit the queue is flushed for a short while, so a management
@@ -69,11 +71,27 @@ class Broadcaster:
     # ------------------------------------------------------------------ producer side
 
     def publish(self, group: str, message: dict[str, Any]) -> bool:
-        """Queue ``message`` for ``group``; never blocks. False (logged, counted) if it was
-        dropped because the queue is full or the broadcaster is stopped."""
+        """Deliver ``message`` to ``group`` at once when the layer can without waiting, else queue
+        it; never blocks. False (logged, counted) if it was dropped because the queue is full or
+        the broadcaster is stopped, or failed."""
         if self._stopping:
             self._drop(group, "the broadcaster is stopped")
             return False
+        try:
+            deliver = getattr(self._layer(), "group_send_now", None)
+        except Exception:  # a broken layer configuration: the sender thread reports it
+            deliver = None
+        if deliver is not None and not self._queue.unfinished_tasks:  # nothing queued to overtake
+            try:
+                deliver(group, message)
+            except Exception as error:  # a bad message must not fail the write
+                self.failed += 1
+                logger.warning(
+                    "live update for %s failed: %r (%d failed so far)", group, error, self.failed
+                )
+                return False
+            self.sent += 1
+            return True
         self._ensure_thread()
         try:
             self._queue.put_nowait((group, message))

@@ -195,6 +195,12 @@ class ProcessLocalChannelLayer(BaseChannelLayer):  # type: ignore[misc]
         """Put a copy of ``message`` on every member of ``group``: one step per member; full members
         are skipped and expired memberships end. ``TypeError`` for a message that is not a dict
         or a bad group name."""
+        self.group_send_now(group, message)
+
+    def group_send_now(self, group: str, message: dict[str, Any]) -> None:
+        """``group_send`` without an event loop, from any thread: the broadcaster calls it on the
+        writer's own thread after commit, so a write costs no thread hop (docs/websocket.md
+        "Deployment"). Same behaviour and errors as ``group_send``."""
         _check_message(message)
         self.require_valid_group_name(group)
         with self._lock:

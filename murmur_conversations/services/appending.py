@@ -30,6 +30,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact
+from murmur_conversations.services import fasttools, singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
@@ -366,6 +367,18 @@ def save_messages(
             if isinstance(conversation, Conversation):
                 copy_state(conversation, appended[0])
             return appended[1]
+    elif singles.available(using) and fasttools.eligible(normalized, bool(records)):
+        appended = fasttools.try_append(
+            conversation_pk=conversation_pk(conversation),
+            using=using,
+            messages=normalized,
+            now=timezone.now(),
+            times=[stamps.get(id(m)) for m in normalized],
+        )
+        if appended is not None:
+            if isinstance(conversation, Conversation):
+                copy_state(conversation, appended[0])
+            return appended[1]
     # Tool calls change a child's steps, which its parent shows: lock the parent first then.
     calls = any(m.calls for m in normalized if not m.injected)
     with writing(conversation, parent=calls) as write:
@@ -535,6 +548,19 @@ def save_synthetic_message(
         )
     )
     at = check_time(at, what="at")
+    using = router.db_for_write(Conversation)
+    if not any(found.values()) and not any(found_in_metadata.values()) and singles.available(using):
+        saved = singles.save_synthetic_message(
+            conversation=conversation,
+            using=using,
+            message_type=message_type,
+            content_type=content_type,
+            content=content,
+            metadata={} if metadata is None else metadata,
+            now=at or timezone.now(),
+        )
+        if saved is not None:
+            return saved
     with writing(conversation, at) as write:
         write.redactions.update(found)
         write.redactions.update(found_in_metadata)

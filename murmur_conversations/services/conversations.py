@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from murmur_conversations import signals
 from murmur_conversations.conf import app_settings
@@ -26,6 +27,7 @@ from murmur_conversations.models import (
     ConversationStatus,
 )
 from murmur_conversations.redaction import fit, redact
+from murmur_conversations.services import singles
 from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -430,6 +432,17 @@ def set_status(
         if status not in (ConversationStatus.PAUSED, ConversationStatus.INTERRUPTED):
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
     at = check_time(at, what="at")
+    using = router.db_for_write(Conversation)
+    if not any(found.values()) and singles.available(using):  # counts take the general path
+        saved = singles.set_status(
+            conversation=conversation,
+            using=using,
+            status=status,
+            pending_ask=pending_ask,
+            now=at or timezone.now(),
+        )
+        if saved is not None:
+            return saved
     with writing(conversation, at, parent=True) as write:
         locked = write.conversation
         if locked.status != status or locked.pending_ask != pending_ask:

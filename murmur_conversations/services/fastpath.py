@@ -9,7 +9,8 @@ record rows and inserts the display rows (and, for messages that carry usage, ad
 counters and inserts their usage rows), so the invariants hold exactly as on the general path:
 positions and seqs come from the locked counters, and one event_seq is taken. The signals go
 through ``writing.announce``, as on the general path; with the frame log on (docs/websocket.md
-"The frame log") the statement and the log's row run in one transaction. Private to ``murmur_conversations.services``.
+"The frame log") the statement and the log's row run in one transaction. Private to
+``murmur_conversations.services``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connections, models, transaction
+from django.db import IntegrityError, models
 
 from murmur_conversations import jsonenc
-from murmur_conversations.conf import app_settings
-from murmur_conversations.exceptions import WriteConflict
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import (
     Conversation,
@@ -31,15 +30,14 @@ from murmur_conversations.models import (
     MessageUsage,
     ToolStatus,
 )
+from murmur_conversations.services import statements
 from murmur_conversations.services.writing import announce, database_errors
 from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model
 
-_CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
+CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
 _JSON_FIELDS = {
     f.attname for f in Conversation._meta.concrete_fields if isinstance(f, models.JSONField)
 }
-_MESSAGE_ARRAYS = ("m_index", "ids", "roles", "contents", "errors", "sources", "extras")
-_DISPLAY_ARRAYS = ("d_index", "d_message", "types", "content_types", "d_contents", "metas")
 _USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS))
 
 
@@ -55,7 +53,7 @@ def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_reco
     )
 
 
-def _usage_sql() -> tuple[str, str]:
+def usage_sql() -> tuple[str, str]:
     """The usage parts of the statement (docs/usage.md): the conversation's counters and its
     ``usage_by_model`` (merged as ``usage.add_by_model`` merges), and the usage rows' insert."""
     conv = Conversation._meta.db_table
@@ -77,7 +75,7 @@ def _usage_sql() -> tuple[str, str]:
     values = ", ".join(f"x.{name}" for name in COUNTERS)
     insert = f""", u AS (
   INSERT INTO "{table}" ("conversation_id", "message_id", "model", {columns}, "created_at")
-  SELECT c."id", m."id", x.model, {values}, (%(m_times)s::timestamptz[])[x.i]
+  SELECT c."id", m."id", x.model, {values}, m."created_at"
   FROM c, unnest(%(u_index)s::int[], %(u_model)s::varchar[], {arrays})
        AS x(i, model, {", ".join(COUNTERS)})
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + x.i
@@ -87,12 +85,18 @@ def _usage_sql() -> tuple[str, str]:
 
 
 @functools.cache
-def _sql(with_usage: bool = False) -> str:
+def statement(with_usage: bool = False, check_ids: bool = True) -> str:
+    """The statement; ``check_ids``: some id was given by the writer, so a known one makes the
+    statement decline (a generated id is new; a collision would fail the insert, which declines
+    too)."""
     conv = Conversation._meta.db_table
     msg = Message._meta.db_table
     disp = DisplayMessage._meta.db_table
-    returning = ", ".join(f'"{name}"' for name in _CONVERSATION_FIELDS)
-    usage_update, usage_insert = _usage_sql() if with_usage else ("", "")
+    returning = ", ".join(f'"{name}"' for name in CONVERSATION_FIELDS)
+    usage_update, usage_insert = usage_sql() if with_usage else ("", "")
+    known = f""" AND NOT EXISTS (
+    SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
+      AND "message_id" IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)))"""
     return f"""
 WITH c AS (
   UPDATE "{conv}" SET
@@ -101,31 +105,24 @@ WITH c AS (
     "last_seq" = "last_seq" + %(r)s,
     "last_event_seq" = "last_event_seq" + 1,{usage_update}
     "saved_at" = GREATEST("saved_at", %(saved)s)
-  WHERE "id" = %(conversation)s AND NOT EXISTS (
-    SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s
-      AND "message_id" = ANY(%(ids)s::varchar[]))
+  WHERE "id" = %(conversation)s{known if check_ids else ""}
   RETURNING {returning}
 ), m AS (
   INSERT INTO "{msg}" ("conversation_id", "position", "message_id", "role", "content",
                        "tool_call_id", "is_error", "source_id", "extra", "created_at")
-  SELECT c."id", c."record_length" - %(n)s + v.i, v.message_id, v.role, v.content::jsonb,
-         '', v.is_error, v.source_id, v.extra::jsonb, v.created_at
-  FROM c, unnest(%(m_index)s::int[], %(ids)s::varchar[], %(roles)s::varchar[],
-                 %(contents)s::text[], %(errors)s::bool[], %(sources)s::varchar[],
-                 %(extras)s::text[], %(m_times)s::timestamptz[])
-       AS v(i, message_id, role, content, is_error, source_id, extra, created_at)
-  RETURNING "id", "position"
+  SELECT c."id", c."record_length" - %(n)s + v.i, v.id, v.role, v.c -> 0, '', v.e, v.s,
+         v.x -> 0, v.t
+  FROM c, jsonb_to_recordset(%(m)s::jsonb)
+       AS v(i int, id varchar, role varchar, c jsonb, e bool, s varchar, x jsonb, t timestamptz)
+  RETURNING "id", "position", "created_at"
 ), d AS (
   INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
                         "content", "status", "tool_call_id", "metadata", "created_event_seq",
                         "event_seq", "created_at", "updated_at")
-  SELECT c."id", m."id", c."last_seq" - %(r)s + w.k, w.message_type, w.content_type,
-         w.content::jsonb, %(status)s, NULL, w.metadata::jsonb, c."last_event_seq",
-         c."last_event_seq", w.created_at, w.created_at
-  FROM c, unnest(%(d_index)s::int[], %(d_message)s::int[], %(types)s::varchar[],
-                 %(content_types)s::varchar[], %(d_contents)s::text[], %(metas)s::text[],
-                 %(d_times)s::timestamptz[])
-       AS w(k, i, message_type, content_type, content, metadata, created_at)
+  SELECT c."id", m."id", c."last_seq" - %(r)s + w.k, w.mt, w.ct, w.c -> 0, %(status)s, NULL,
+         w.md -> 0, c."last_event_seq", c."last_event_seq", m."created_at", m."created_at"
+  FROM c, jsonb_to_recordset(%(d)s::jsonb)
+       AS w(k int, i int, mt varchar, ct varchar, c jsonb, md jsonb)
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + w.i
   RETURNING "id", "seq", "message_id"
 ){usage_insert}
@@ -151,75 +148,78 @@ def try_append(
     the general path does; ``saved_at`` becomes the latest of them (None: ``now``), never earlier
     than the stored one."""
     stamps = [t or now for t in (times or [None] * len(messages))]
-    params, parts_by_message = _parameters(conversation_pk, messages, now, stamps)
-    with_usage = "u_index" in params
-    connection = connections[using]
-    if connection.in_atomic_block or not app_settings.frame_log:
-        row = _execute(using, params, with_usage=with_usage)
+    params, parts_by_message = parameters(conversation_pk, messages, now, stamps)
+
+    def work() -> tuple[Conversation, list[DisplayMessage]] | None:
+        row = _execute(using, statement("u_index" in params, "ids" in params), params)
         if row is None:
             return None
-        conversation, rows = _rebuild(row, parts_by_message, stamps)
+        conversation, rows = rebuild(using, row, parts_by_message, stamps)
         announce(conversation, using, conversation.last_event_seq, created=rows)
         return conversation, rows
-    # The frame log's row (written by announce) commits with the change: one transaction.
-    try:
-        with database_errors(), transaction.atomic(using=using):
-            with connection.cursor() as cursor:
-                cursor.execute(_sql(with_usage), params)
-                row = cursor.fetchone()
-            if row is None:
-                return None
-            conversation, rows = _rebuild(tuple(row), parts_by_message, stamps)
-            announce(conversation, using, conversation.last_event_seq, created=rows)
-    except WriteConflict as error:
-        if isinstance(error.__cause__, IntegrityError):
-            return None  # a concurrent writer stored one of the ids first: the general path
-        raise
-    return conversation, rows
+
+    # With the frame log on, its row (written by announce) commits with the statement.
+    return statements.logged(using, work)
 
 
-def _parameters(
+def parameters(
     conversation_pk: Any, messages: list[NormalizedMessage], now: datetime, stamps: list[datetime]
 ) -> tuple[dict[str, Any], list[list[DisplayPart]]]:
-    """The statement's parameters (one array per column, as ``unnest`` reads them), and the
-    display parts of each message in order; ``stamps`` is each message's time."""
-    params: dict[str, Any] = {
-        "conversation": conversation_pk,
-        "saved": max(stamps) if stamps else now,
-        "m_times": stamps,
-        "d_times": [],
-        "n": len(messages),
-        "t": sum(m.in_transcript for m in messages),
-        "status": ToolStatus.COMPLETED,
-        **{name: [] for name in _MESSAGE_ARRAYS + _DISPLAY_ARRAYS},
-    }
+    """The statement's parameters and the display parts of each message in order; ``stamps`` is
+    each message's time. The rows travel as two JSON texts (read by ``jsonb_to_recordset``): one
+    parameter each to bind, however many rows; JSON values are wrapped in a one-element array so
+    a JSON null stays a JSON null (not SQL NULL)."""
+    records: list[dict[str, Any]] = []
+    displays: list[dict[str, Any]] = []
     parts_by_message = []
+    transcript = 0
     for index, message in enumerate(messages, start=1):
-        params["m_index"].append(index)
-        params["ids"].append(message.message_id)
-        params["roles"].append(message.role)
-        # JSON null content is SQL NULL, as the general path's JSONField(null=True) stores it.
-        params["contents"].append(None if message.null_content else jsonenc.dumps(message.content))
-        params["errors"].append(message.is_error)
-        params["sources"].append(message.source_id)
-        params["extras"].append(jsonenc.dumps(message.extra))
+        stamp = stamps[index - 1].isoformat()
+        records.append(
+            {
+                "i": index,
+                "id": message.message_id,
+                "role": message.role,
+                # JSON null content is SQL NULL, as the general path's JSONField stores it.
+                "c": None if message.null_content else [message.content],
+                "e": message.is_error,
+                "s": message.source_id,
+                "x": [message.extra],
+                "t": stamp,
+            }
+        )
+        transcript += message.in_transcript
         parts = display_parts(message)
         parts_by_message.append(parts)
         for part in parts:
-            params["d_index"].append(len(params["d_index"]) + 1)
-            params["d_message"].append(index)
-            params["types"].append(part.message_type)
-            params["content_types"].append(part.content_type)
-            params["d_contents"].append(jsonenc.dumps(part.content))
-            params["metas"].append(jsonenc.dumps(part.metadata))
-            params["d_times"].append(stamps[index - 1])
-    params["r"] = len(params["d_index"])
+            displays.append(
+                {
+                    "k": len(displays) + 1,
+                    "i": index,
+                    "mt": part.message_type,
+                    "ct": part.content_type,
+                    "c": [part.content],
+                    "md": [part.metadata],
+                }
+            )
+    params: dict[str, Any] = {
+        "conversation": conversation_pk,
+        "saved": max(stamps) if stamps else now,
+        "n": len(messages),
+        "t": transcript,
+        "r": len(displays),
+        "status": ToolStatus.COMPLETED,
+        "m": jsonenc.dumps(records),
+        "d": jsonenc.dumps(displays),
+    }
+    if any(message.id_given for message in messages):
+        params["ids"] = jsonenc.dumps([message.message_id for message in messages])
     if any(message.usage is not None for message in messages):
-        _usage_parameters(params, messages)
+        usage_parameters(params, messages)
     return params, parts_by_message
 
 
-def _usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
+def usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
     """The usage rows' arrays, the counters' increments and this batch's ``usage_by_model``."""
     params.update({name: [] for name in _USAGE_ARRAYS})
     total = Usage()
@@ -237,58 +237,59 @@ def _usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage])
     params["u_by_model"] = jsonenc.dumps(by_model)
 
 
-def _execute(
-    using: str, params: dict[str, Any], *, with_usage: bool = False
-) -> tuple[Any, ...] | None:
-    """Run the statement; its one result row, or None when it declined (no such conversation, a
-    known id, or a concurrent writer stored one of the ids first)."""
-    connection = connections[using]
+def _execute(using: str, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Run the statement (prepared on the server once it is hot: ``statements.run``); its one
+    result row, or None when it declined (no such conversation, a known id, or a concurrent
+    writer stored one of the ids first)."""
     with database_errors():
         try:
-            if connection.in_atomic_block:  # a savepoint keeps the caller's transaction usable
-                with transaction.atomic(using=using), connection.cursor() as cursor:
-                    cursor.execute(_sql(with_usage), params)
-                    row = cursor.fetchone()
-            else:  # autocommit: the statement is its own transaction, one round trip
-                with connection.cursor() as cursor:
-                    cursor.execute(_sql(with_usage), params)
-                    row = cursor.fetchone()
+            rows = statements.run(using, sql, params)
         except IntegrityError:
             return None
-    return None if row is None else tuple(row)
+    return rows[0] if rows else None
 
 
-def _rebuild(
-    row: tuple[Any, ...], parts_by_message: list[list[DisplayPart]], stamps: list[datetime]
+def rebuild(
+    using: str,
+    row: tuple[Any, ...],
+    parts_by_message: list[list[DisplayPart]],
+    stamps: list[datetime],
 ) -> tuple[Conversation, list[DisplayMessage]]:
     """The saved Conversation and display rows, from the statement's result row (the conversation
-    columns, then the display row ids by ``seq`` and the record row ids by position)."""
-    values = dict(zip(_CONVERSATION_FIELDS, row[:-2], strict=True))
+    columns, then the display row ids by ``seq`` and the record row ids by position), built
+    without ``Model.__init__`` (``statements.instance``)."""
+    values = dict(zip(CONVERSATION_FIELDS, row[:-2], strict=True))
     for name in _JSON_FIELDS:  # Django leaves jsonb undecoded for its own fields to decode
         if isinstance(values[name], str):
             values[name] = jsonenc.loads(values[name])
-    conversation = Conversation(**values)
+    conversation = statements.instance(Conversation, using, values)
     display_ids, message_ids = row[-2], row[-1]
     event_seq = conversation.last_event_seq
     first_seq = conversation.last_seq - len(display_ids) + 1
     rows: list[DisplayMessage] = []
     for parts, message_pk, stamp in zip(parts_by_message, message_ids, stamps, strict=True):
         for part in parts:
-            rows.append(
-                DisplayMessage(
-                    pk=display_ids[len(rows)],
-                    conversation=conversation,
-                    message_id=message_pk,
-                    seq=first_seq + len(rows),
-                    message_type=part.message_type,
-                    content_type=part.content_type,
-                    content=part.content,
-                    status=ToolStatus.COMPLETED,
-                    metadata=dict(part.metadata),
-                    created_event_seq=event_seq,
-                    event_seq=event_seq,
-                    created_at=stamp,
-                    updated_at=stamp,
-                )
+            display = statements.instance(
+                DisplayMessage,
+                using,
+                {
+                    "id": display_ids[len(rows)],
+                    "conversation_id": conversation.pk,
+                    "message_id": message_pk,
+                    "seq": first_seq + len(rows),
+                    "message_type": part.message_type,
+                    "content_type": part.content_type,
+                    "content": part.content,
+                    "status": ToolStatus.COMPLETED,
+                    "tool_call_id": None,
+                    "metadata": dict(part.metadata),
+                    "created_event_seq": event_seq,
+                    "event_seq": event_seq,
+                    "created_at": stamp,
+                    "updated_at": stamp,
+                    "owner_feedback": None,
+                },
             )
+            statements.relate(display, "conversation", conversation)
+            rows.append(display)
     return conversation, rows

@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import router
+from django.utils import timezone
+
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -14,12 +17,14 @@ from murmur_conversations.exceptions import (
 from murmur_conversations.models import (
     TERMINAL_TOOL_STATUSES,
     ContentType,
+    Conversation,
     DisplayMessage,
     InterruptReason,
     ToolCall,
     ToolStatus,
 )
 from murmur_conversations.redaction import fit, redact
+from murmur_conversations.services import singles
 from murmur_conversations.services.lifecycle import (
     ALLOWED_MOVES,
     CALL_FIELDS,
@@ -94,6 +99,22 @@ def update_tool_status(
     if name is not None:
         name = fit(name, 255)
     at = check_time(at, what="at")
+    using = router.db_for_write(Conversation)
+    if not any(found.values()) and singles.available(using):  # counts take the general path
+        card = singles.update_tool_status(
+            conversation=conversation,
+            using=using,
+            call_id=info["call_id"],
+            status=status,
+            name=name,
+            display_text=display_text,
+            result=info.get("result"),
+            error=info.get("error"),
+            reason=reason,
+            now=at or timezone.now(),
+        )
+        if card is not None:
+            return card
     with writing(conversation, at) as write:
         call, row = _locked_call(write, info["call_id"])
         if call.status == status:

@@ -1,0 +1,311 @@
+"""Single-statement writes on PostgreSQL: a tool status move, a conversation status, a synthetic row.
+
+Each function here is the one-round-trip twin of a general-path service body (``tools``,
+``conversations``, ``appending``): one statement whose data-modifying CTEs lock and update the
+conversation row (taking one event_seq, moving ``saved_at`` never backwards), change or insert the
+rows, and ``RETURNING`` everything the signals need. The signals go through ``writing.announce``,
+as on the general path. Each returns None when it **declines** (nothing was written): whatever is
+not the plain successful case (a no-op, an error to raise, a child conversation whose parent must
+hear of it, a race) takes the general path, which is the reference and raises the right error.
+``tests/test_fastpath_kinds.py`` proves each writes exactly what the general path writes.
+
+Private to ``murmur_conversations.services``.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any, Final
+
+from django.db import DataError, IntegrityError, connections
+
+from murmur_conversations import jsonenc
+from murmur_conversations.models import (
+    TERMINAL_TOOL_STATUSES,
+    ContentType,
+    Conversation,
+    DisplayMessage,
+    ToolCall,
+    ToolStatus,
+)
+from murmur_conversations.services import statements
+from murmur_conversations.services.lifecycle import ALLOWED_MOVES
+from murmur_conversations.services.writing import announce, conversation_pk, database_errors
+
+#: SQLSTATE of division by zero: the statement's own "abort, nothing written" signal.
+_ABORT = "22012"
+
+
+def available(using: str) -> bool:
+    """Whether the single-statement writes apply to this database (PostgreSQL)."""
+    return connections[using].vendor == "postgresql"
+
+
+def run(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+    """The rows of one of the single statements; None when it aborted itself (a race it cannot settle) or hit a
+    unique constraint: nothing was written then."""
+    with database_errors():
+        try:
+            return statements.run(using, sql, params)
+        except IntegrityError:
+            return None
+        except DataError as error:
+            if getattr(error.__cause__, "sqlstate", None) == _ABORT:
+                return None
+            raise
+
+
+def _conversation_update(extra: str = "") -> str:
+    conv = Conversation._meta.db_table
+    return f"""UPDATE "{conv}" SET "last_event_seq" = "last_event_seq" + 1,{extra}
+    "saved_at" = GREATEST("saved_at", %(now)s::timestamptz)"""
+
+
+# --------------------------------------------------------------------------- update_tool_status
+
+
+@functools.cache
+def _tool_status_sql() -> str:
+    calls = ToolCall._meta.db_table
+    disp = DisplayMessage._meta.db_table
+    open_terminal = ", ".join(f"'{s}'" for s in sorted(TERMINAL_TOOL_STATUSES))
+    shown = ", ".join(
+        f"'{s}'" for s in (ToolStatus.EXECUTING, ToolStatus.COMPLETED, ToolStatus.INTERRUPTED)
+    )
+    return f"""
+WITH tc AS (
+  SELECT "id", "status" FROM "{calls}"
+  WHERE "conversation_id" = %(conversation)s::uuid AND "call_id" = %(call_id)s::varchar
+), c AS (
+  {_conversation_update()}
+  WHERE "id" = %(conversation)s::uuid AND "parent_id" IS NULL
+    AND EXISTS (SELECT 1 FROM tc WHERE tc."status" = ANY(%(from)s::varchar[]))
+  RETURNING {statements.returning(Conversation)}
+), t AS (
+  UPDATE "{calls}" AS t SET
+    "status" = %(status)s::varchar,
+    "status_event_seq" = "last_event_seq" + 1,
+    "event_seq" = c."last_event_seq",
+    "name" = CASE WHEN %(name)s::varchar <> '' THEN %(name)s::varchar ELSE t."name" END,
+    "display_text" = COALESCE(%(display_text)s::text, t."display_text"),
+    "started_at" = CASE WHEN %(status)s::varchar = '{ToolStatus.EXECUTING}'
+                   THEN COALESCE(t."started_at", %(now)s::timestamptz) ELSE t."started_at" END,
+    "result" = CASE WHEN %(status)s::varchar = '{ToolStatus.COMPLETED}' THEN %(result)s::jsonb
+               ELSE t."result" END,
+    "error" = CASE WHEN %(status)s::varchar = '{ToolStatus.FAILED}' THEN %(error)s::jsonb
+              ELSE t."error" END,
+    "interrupt_reason" = CASE WHEN %(status)s::varchar = '{ToolStatus.INTERRUPTED}' THEN %(reason)s::varchar
+                         ELSE '' END,
+    "finished_at" = CASE WHEN %(status)s::varchar IN ({open_terminal}) THEN %(now)s::timestamptz
+                    ELSE t."finished_at" END
+  FROM c
+  WHERE t."id" = (SELECT "id" FROM tc) AND t."status" = ANY(%(from)s::varchar[])
+  RETURNING {statements.returning(ToolCall, "t")}
+), r AS (
+  UPDATE "{disp}" AS d SET
+    "status" = t."status",
+    "content" = CASE WHEN %(name)s::varchar <> ''
+                THEN d."content" || jsonb_build_object('name', %(name)s::varchar)
+                ELSE d."content" END,
+    "metadata" = d."metadata"
+      || CASE WHEN t."display_text" <> '' AND t."status" IN ({shown})
+         THEN jsonb_build_object('display_text', t."display_text") ELSE '{{}}' END
+      || CASE WHEN t."status" = '{ToolStatus.COMPLETED}'
+         THEN jsonb_build_object('result', t."result") ELSE '{{}}' END
+      || CASE WHEN t."status" = '{ToolStatus.FAILED}'
+         THEN jsonb_build_object('error', t."error") ELSE '{{}}' END,
+    "event_seq" = t."event_seq",
+    "updated_at" = %(now)s::timestamptz
+  FROM t
+  WHERE d."id" = (SELECT "id" FROM "{disp}" WHERE "tool_call_id" = t."id"
+                  AND "content_type" = '{ContentType.TOOL_CALL}' ORDER BY "seq" LIMIT 1)
+  RETURNING {statements.returning(DisplayMessage, "d")}
+)
+SELECT c.*, t.*, r.*, ok.v
+FROM (SELECT 1 / CASE WHEN (SELECT count(*) FROM c) = (SELECT count(*) FROM r) THEN 1 ELSE 0 END
+      AS v) AS ok
+LEFT JOIN (c CROSS JOIN t CROSS JOIN r) ON true
+"""
+
+
+def _json(value: Any) -> str | None:
+    """A JSON value as the text of a ``jsonb`` parameter; None (Python's) stays SQL NULL, as the
+    ORM stores None in a nullable JSON field."""
+    return None if value is None else jsonenc.dumps(value)
+
+
+#: The statement predates call ids per round (the latest call of an id) and failure reasons
+#: (docs/write-path.md "One statement per write"): every move takes the general path for now.
+TOOL_STATUS_ENABLED: Final = False
+
+
+def update_tool_status(
+    *,
+    conversation: Any,
+    using: str,
+    call_id: str,
+    status: str,
+    name: str | None,
+    display_text: str | None,
+    result: Any,
+    error: Any,
+    reason: str,
+    now: datetime,
+) -> DisplayMessage | None:
+    """Move the call ``call_id`` to ``status`` in one statement (``services.update_tool_status``
+    with its arguments checked and redacted by the caller, nothing found to count) and return its
+    card; None when it declines (no such call, the same status, a move not allowed, a child
+    conversation, a race). Off for now (``TOOL_STATUS_ENABLED``): it always declines."""
+    if not TOOL_STATUS_ENABLED:
+        return None
+    sources = sorted(s for s, targets in ALLOWED_MOVES.items() if status in targets)
+    rows = run(
+        using,
+        _tool_status_sql(),
+        {
+            "conversation": conversation_pk(conversation),
+            "call_id": call_id,
+            "status": status,
+            "from": sources,
+            "name": name or "",
+            "display_text": display_text,
+            "result": _json(result),
+            "error": _json(error),
+            "reason": reason,
+            "now": now,
+        },
+    )
+    if not rows or rows[0][0] is None:  # declined: c (and so t and r) changed nothing
+        return None
+    row = rows[0]
+    n_conv = len(statements.columns(Conversation))
+    n_call = len(statements.columns(ToolCall))
+    saved = statements.load(Conversation, using, row[:n_conv])
+    call = statements.load(ToolCall, using, row[n_conv : n_conv + n_call])
+    card = statements.load(DisplayMessage, using, row[n_conv + n_call : -1])
+    statements.relate(call, "conversation", saved)
+    statements.relate(card, "conversation", saved)
+    statements.relate(card, "tool_call", call)
+    announce(saved, using, saved.last_event_seq, updated=[card], calls=[call])
+    _refresh(conversation, saved)
+    return card
+
+
+# --------------------------------------------------------------------------- set_status
+
+
+@functools.cache
+def _status_sql() -> str:
+    extra = """
+    "status" = %(status)s::varchar,
+    "status_event_seq" = "last_event_seq" + 1,
+    "pending_ask_event_seq" = CASE WHEN "pending_ask" IS DISTINCT FROM %(ask)s::jsonb
+                              THEN "last_event_seq" + 1 ELSE "pending_ask_event_seq" END,
+    "pending_ask" = %(ask)s::jsonb,"""
+    return f"""
+{_conversation_update(extra)}
+WHERE "id" = %(conversation)s::uuid AND "parent_id" IS NULL
+  AND ("status" <> %(status)s::varchar OR "pending_ask" IS DISTINCT FROM %(ask)s::jsonb)
+RETURNING {statements.returning(Conversation)}
+"""
+
+
+def set_status(
+    *, conversation: Any, using: str, status: str, pending_ask: Any, now: datetime
+) -> Conversation | None:
+    """Set the status and pending ask of a top-level conversation in one statement
+    (``services.set_status`` with its arguments checked and redacted by the caller, nothing found
+    to count); None when it declines (no change, a child, no such conversation)."""
+    params = {
+        "conversation": conversation_pk(conversation),
+        "status": status,
+        "ask": _json(pending_ask),
+        "now": now,
+    }
+
+    def work() -> Conversation | None:
+        rows = run(using, _status_sql(), params)
+        if not rows:
+            return None
+        saved = statements.load(Conversation, using, rows[0])
+        announce(saved, using, saved.last_event_seq, status_changed=True)
+        return saved
+
+    saved = statements.logged(using, work)
+    if saved is not None:
+        _refresh(conversation, saved)
+    return saved
+
+
+# --------------------------------------------------------------------------- synthetic rows
+
+
+@functools.cache
+def _synthetic_sql() -> str:
+    disp = DisplayMessage._meta.db_table
+    return f"""
+WITH c AS (
+  {_conversation_update(' "last_seq" = "last_seq" + 1,')}
+  WHERE "id" = %(conversation)s::uuid
+  RETURNING {statements.returning(Conversation)}
+), d AS (
+  INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
+                        "content", "status", "tool_call_id", "metadata", "created_event_seq",
+                        "event_seq", "created_at", "updated_at", "owner_feedback")
+  SELECT c."id", NULL, c."last_seq", %(message_type)s::varchar, %(content_type)s::varchar, %(content)s::jsonb,
+         '{ToolStatus.COMPLETED}', NULL, %(metadata)s::jsonb, c."last_event_seq",
+         c."last_event_seq", %(now)s::timestamptz, %(now)s::timestamptz, NULL
+  FROM c
+  RETURNING {statements.returning(DisplayMessage)}
+)
+SELECT c.*, d.* FROM c, d
+"""
+
+
+def save_synthetic_message(
+    *,
+    conversation: Any,
+    using: str,
+    message_type: str,
+    content_type: str,
+    content: dict[str, Any],
+    metadata: dict[str, Any],
+    now: datetime,
+) -> DisplayMessage | None:
+    """Insert a synthetic display row in one statement (``services.save_synthetic_message`` with
+    its arguments checked and redacted by the caller, nothing found to count); None when there is
+    no such conversation."""
+    params = {
+        "conversation": conversation_pk(conversation),
+        "message_type": message_type,
+        "content_type": content_type,
+        "content": jsonenc.dumps(content),
+        "metadata": jsonenc.dumps(metadata),
+        "now": now,
+    }
+
+    def work() -> tuple[Conversation, DisplayMessage] | None:
+        rows = run(using, _synthetic_sql(), params)
+        if not rows:
+            return None
+        n_conv = len(statements.columns(Conversation))
+        saved = statements.load(Conversation, using, rows[0][:n_conv])
+        row = statements.load(DisplayMessage, using, rows[0][n_conv:])
+        row.content, row.metadata = content, metadata  # as given: frames keep the writer's order
+        statements.relate(row, "conversation", saved)
+        announce(saved, using, saved.last_event_seq, created=[row])
+        return saved, row
+
+    done = statements.logged(using, work)
+    if done is None:
+        return None
+    _refresh(conversation, done[0])
+    return done[1]
+
+
+def _refresh(conversation: Any, saved: Conversation) -> None:
+    """A Conversation instance the caller passed in gets the saved state, as on the general path."""
+    if isinstance(conversation, Conversation) and conversation is not saved:
+        for name in statements.columns(Conversation):
+            setattr(conversation, name, getattr(saved, name))
