@@ -5,8 +5,7 @@ service-dependent skip rules and the user and conversation fixtures.
 Tests marked ``postgres``, ``redis`` or ``browser`` skip with a reason unless ``DATABASE_URL``,
 ``REDIS_URL`` or ``CHROMIUM_PATH`` is set. Tests marked ``corpus`` (every test that asks for the
 ``corpus`` fixture is marked) read the real-log corpus, which is not part of the repository: they
-skip with a reason unless ``MURMUR_CORPUS`` names its folder (default: ``../shared/corpus`` beside
-the checkout, when that exists). With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a skip of
+skip with a reason unless ``MURMUR_CORPUS`` names its folder. With ``MURMUR_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a skip of
 such a test whose variable *is* set fails the run.
 """
 

@@ -1,8 +1,8 @@
 """Import MB/s on corpus formats replicated to a size (docs/benchmarks.md), and peak memory.
 
 The source is a file of the real-log corpus, which is not part of the repository: its folder is
-``MURMUR_CORPUS`` (the variable the tests read; ``BENCH_CORPUS`` is kept as an older alias), by
-default ``../shared/corpus`` beside the checkout when that exists. Without it the row is skipped
+``MURMUR_CORPUS`` (the variable the tests read; ``BENCH_CORPUS`` is kept as an older alias).
+Without it the row is skipped
 with a reason naming the variable. The file is replicated into a temporary directory as many
 copies, each with every UUID and tool-call id rewritten, so each copy is a new conversation with
 new message ids; it is never committed. Each operation is one ``bench.import_worker`` process (its
@@ -49,10 +49,11 @@ _CALL = re.compile(rb"\b(toolu|call|msg|fc|rs)_[A-Za-z0-9]+")
 
 def corpus_dir() -> Path | None:
     """The real-log corpus folder, or None: ``MURMUR_CORPUS`` (else its alias ``BENCH_CORPUS``; a
-    relative path is taken from the repository root), else ``../shared/corpus`` beside the
-    checkout when that folder exists (the same rule as tests/conftest.py)."""
+    relative path is taken from the repository root); the same rule as tests/helpers.py."""
     given = os.environ.get("MURMUR_CORPUS") or os.environ.get("BENCH_CORPUS")
-    path = servers.ROOT / given if given else servers.ROOT.parent / "shared" / "corpus"
+    if not given:
+        return None
+    path = servers.ROOT / given
     return path if path.is_dir() else None
 
 
