@@ -355,20 +355,13 @@ def save_messages(
     stamps = _message_times(normalized, times)
     records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
+    fast = None
     if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
-        appended = fastpath.try_append(
-            conversation_pk=conversation_pk(conversation),
-            using=using,
-            messages=normalized,
-            now=timezone.now(),
-            times=[stamps.get(id(m)) for m in normalized],
-        )
-        if appended is not None:
-            if isinstance(conversation, Conversation):
-                copy_state(conversation, appended[0])
-            return appended[1]
+        fast = fastpath.try_append
     elif singles.available(using) and fasttools.eligible(normalized, bool(records)):
-        appended = fasttools.try_append(
+        fast = fasttools.try_append
+    if fast is not None:
+        appended = fast(
             conversation_pk=conversation_pk(conversation),
             using=using,
             messages=normalized,
