@@ -49,7 +49,13 @@ operation = st.one_of(
     st.tuples(st.just("assistant"), texts),
     st.tuples(st.just("null"), st.sampled_from(["assistant", "user"])),
     st.tuples(st.just("call"), call_index, texts, st.booleans()),
-    st.tuples(st.just("result"), call_index, texts, st.sampled_from(["ok", "error", "interrupt"])),
+    st.tuples(
+        st.just("result"),
+        call_index,
+        texts,
+        st.sampled_from(["ok", "error", "interrupt"]),
+        st.none() | st.integers(0, 3),  # an exit code, for a failed call's reason
+    ),
     st.tuples(
         st.just("tool"),
         call_index,
@@ -64,6 +70,15 @@ operation = st.one_of(
         st.none() | st.fixed_dictionaries({"question": texts}),
     ),
     st.tuples(st.just("synthetic"), texts),
+)
+#: Two messages saved in one ``save_messages`` call (calls and results beside plain messages).
+operations = operation | st.tuples(
+    st.just("batch"),
+    st.lists(
+        operation.filter(lambda op: op[0] in ("user", "assistant", "null", "call", "result")),
+        min_size=2,
+        max_size=3,
+    ),
 )
 
 
@@ -84,13 +99,16 @@ def _message(op: tuple[Any, ...]) -> dict[str, Any]:
         if op[3]:  # with token usage
             message |= {"model": "m", "usage": {"input_tokens": 3, "output_tokens": len(op[2])}}
         return message
-    return {
+    result = {
         "role": "tool",
         "tool_call_id": f"call_{op[1]}",
         "content": op[2],
         "is_error": op[3] == "error",
         "is_interrupt": op[3] == "interrupt",
     }
+    if len(op) > 4 and op[4] is not None:
+        result["exit_code"] = op[4]
+    return result
 
 
 def _apply(conversation: Conversation, op: tuple[Any, ...]) -> object:
@@ -119,10 +137,13 @@ def _apply(conversation: Conversation, op: tuple[Any, ...]) -> object:
                 content={"text": op[1]},
             )
             return _row(row)
-        return [
-            _row(row)
-            for row in services.save_message(conversation=conversation, message=_message(op))
-        ]
+        if op[0] == "batch":
+            rows = services.save_messages(
+                conversation=conversation, messages=[_message(item) for item in op[1]]
+            )
+        else:
+            rows = services.save_message(conversation=conversation, message=_message(op))
+        return [_row(row) for row in rows]
     except ConversationsError as error:
         return type(error).__name__
 
@@ -259,7 +280,7 @@ def _announced(write: Callable[[], object]) -> tuple[object, list[tuple[Any, ...
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(operations=st.lists(operation, min_size=1, max_size=12))
+@given(operations=st.lists(operations, min_size=1, max_size=12))
 def test_single_statements_write_what_the_general_path_writes(
     make_conversation: MakeConversation,
     monkeypatch: pytest.MonkeyPatch,
@@ -294,17 +315,24 @@ def test_single_statements_write_what_the_general_path_writes(
         ("null", True),
         ("status", True),
         ("synthetic", True),
-        ("tool", False),
-        ("call", False),
-        ("result", False),
-        ("late", False),
+        ("tool", True),
+        ("call", True),
+        ("result", True),
+        ("failed", True),
+        ("late", True),
+        ("held", True),
+        ("reused", True),
+        ("batch", True),
+        ("adopt", False),
+        ("open", False),
     ],
 )
 def test_each_kind_takes_one_statement_or_steps_aside(
     make_conversation: MakeConversation, kind: str, single: bool
 ) -> None:
     """The fast kinds: one statement, plus the frame log's INSERT in the same transaction. The
-    kinds that step aside take the general path (more statements)."""
+    kinds that step aside (adopting held results; a call id of an open call) take the general
+    path (more statements)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -319,9 +347,17 @@ def test_each_kind_takes_one_statement_or_steps_aside(
         "status": ("status", "running", None),
         "synthetic": ("synthetic", "note"),
         "call": ("call", 1, "x", True),
-        "result": ("result", 0, "done", "error"),
+        "result": ("result", 0, "done", "ok"),
+        "failed": ("result", 0, "done", "error", 2),
         "late": ("result", 2, "again", "ok"),
+        "held": ("result", 3, "early", "ok"),
+        "reused": ("call", 2, "again", False),  # call_2 ended: a new round
+        "batch": ("batch", [("user", "go"), ("call", 1, "x", False)]),
+        "adopt": ("call", 1, "x", False),  # a result for call_1 is held: adopted
+        "open": ("call", 0, "x", False),  # call_0 is open: nothing new
     }[kind]
+    if kind == "adopt":
+        services.save_message(conversation=conversation, message=_message(("result", 1, "e", "ok")))
     with CaptureQueriesContext(connection) as queries:
         assert not isinstance(_apply(conversation, op), str)
     sql = [q["sql"] for q in queries.captured_queries]
