@@ -1,12 +1,14 @@
-"""Every single-statement write on PostgreSQL (``services.fastpath``, ``services.singles``) writes
-exactly what the general path writes: hypothesis-generated sequences of messages (user text,
-assistant text, tool calls, results, orphan and late results, errors, interrupts), tool status
-moves (allowed, refused, repeated, unknown calls), status changes with and without a pending ask,
-and synthetic rows, run once with the single statements and once on the general path, leave the
-same rows, counters, frame log and signals, and return or raise the same. The sequences include
-what the truthful record made subtle: call ids reused after their call ended (a new round),
-results before their call (held, then adopted), null content, failed calls with results; the
-kinds that step aside (docs/write-path.md "One statement per write") are compared too."""
+"""Every single-statement write on PostgreSQL (``services.fastpath``, ``services.fasttools``,
+``services.singles``) writes exactly what the general path writes: hypothesis-generated sequences
+of messages and batches of them (user text, assistant text, tool calls, results, orphan and late
+results, errors with and without exit codes, interrupts), tool status moves (allowed, refused,
+repeated, unknown calls), answers to interrupted results, status changes with and without a
+pending ask, and synthetic rows, run once with the single statements and once on the general
+path, leave the same rows, counters, frame log and signals, and return or raise the same. The
+sequences include what the truthful record made subtle: call ids reused after their call ended (a
+new round), results before their call (held, then adopted), null content, failed calls with
+results and reasons; the kinds that step aside (docs/write-path.md "One statement per write") are
+compared too."""
 
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ operation = st.one_of(
         st.none() | st.fixed_dictionaries({"question": texts}),
     ),
     st.tuples(st.just("synthetic"), texts),
+    st.tuples(st.just("resolve"), call_index, json_values),
 )
 #: Two messages saved in one ``save_messages`` call (calls and results beside plain messages).
 operations = operation | st.tuples(
@@ -126,6 +129,11 @@ def _apply(conversation: Conversation, op: tuple[Any, ...]) -> object:
                 conversation=conversation, status=op[2], tool_info=info
             )
             return _row(card)
+        if op[0] == "resolve":
+            answered = services.resolve_tool_result(
+                conversation=conversation, tool_call_id=f"call_{op[1]}", result_content=op[2]
+            )
+            return _row(answered)
         if op[0] == "status":
             saved = services.set_status(conversation=conversation, status=op[1], pending_ask=op[2])
             return (saved.status, saved.pending_ask, saved.last_event_seq, saved.saved_at)
@@ -323,6 +331,7 @@ def test_single_statements_write_what_the_general_path_writes(
         ("held", True),
         ("reused", True),
         ("batch", True),
+        ("resolve", True),
         ("adopt", False),
         ("open", False),
     ],
@@ -353,9 +362,15 @@ def test_each_kind_takes_one_statement_or_steps_aside(
         "held": ("result", 3, "early", "ok"),
         "reused": ("call", 2, "again", False),  # call_2 ended: a new round
         "batch": ("batch", [("user", "go"), ("call", 1, "x", False)]),
+        "resolve": ("resolve", 4, "yes"),
         "adopt": ("call", 1, "x", False),  # a result for call_1 is held: adopted
         "open": ("call", 0, "x", False),  # call_0 is open: nothing new
     }[kind]
+    if kind == "resolve":  # an interrupted call, answered later
+        services.save_message(conversation=conversation, message=_message(("call", 4, "x", False)))
+        services.save_message(
+            conversation=conversation, message=_message(("result", 4, "?", "interrupt"))
+        )
     if kind == "adopt":
         services.save_message(conversation=conversation, message=_message(("result", 1, "e", "ok")))
     with CaptureQueriesContext(connection) as queries:

@@ -206,6 +206,117 @@ def update_tool_status(
     return done[1]
 
 
+# --------------------------------------------------------------------------- resolve_tool_result
+
+
+@functools.cache
+def _resolve_sql() -> str:
+    conv = Conversation._meta.db_table
+    calls = ToolCall._meta.db_table
+    disp = DisplayMessage._meta.db_table
+    terminal = ", ".join(f"'{s}'" for s in sorted(TERMINAL_TOOL_STATUSES))
+    return f"""
+WITH snap AS (
+  SELECT "last_event_seq" AS e FROM "{conv}" WHERE "id" = %(conversation)s::uuid
+), tc AS (
+  SELECT "id" FROM "{calls}"
+  WHERE "conversation_id" = %(conversation)s::uuid AND "call_id" = %(call_id)s::varchar
+  ORDER BY "id" DESC LIMIT 1
+), rr AS (
+  SELECT "id" FROM "{disp}"
+  WHERE "conversation_id" = %(conversation)s::uuid AND "tool_call_id" = (SELECT "id" FROM tc)
+    AND "content_type" = '{ContentType.TOOL_RESULT}' AND "content" -> 'is_interrupt' = 'true'
+  ORDER BY "seq" DESC LIMIT 1
+), c AS (
+  {_conversation_update()}
+  WHERE "id" = %(conversation)s::uuid AND "last_event_seq" = (SELECT e FROM snap)
+    AND EXISTS (SELECT 1 FROM rr)
+  RETURNING {statements.returning(Conversation)}
+), r AS (
+  UPDATE "{disp}" AS d SET
+    "content" = d."content"
+      || jsonb_build_object('content', %(result)s::jsonb -> 0, 'is_interrupt', false),
+    "event_seq" = c."last_event_seq",
+    "updated_at" = %(now)s::timestamptz
+  FROM c
+  WHERE d."id" = (SELECT "id" FROM rr)
+  RETURNING {statements.returning(DisplayMessage, "d")}
+), t AS (
+  UPDATE "{calls}" AS t SET
+    "status" = '{ToolStatus.COMPLETED}',
+    "event_seq" = c."last_event_seq",
+    "result" = NULLIF(%(result)s::jsonb -> 0, 'null'::jsonb),
+    "interrupt_reason" = '',
+    "finished_at" = %(now)s::timestamptz
+  FROM c
+  WHERE t."id" = (SELECT "id" FROM tc) AND t."status" NOT IN ({terminal})
+  RETURNING {statements.returning(ToolCall, "t")}
+), cd AS (
+  UPDATE "{disp}" AS d SET
+    "status" = t."status",
+    "metadata" = {card_metadata("t")},
+    "event_seq" = t."event_seq",
+    "updated_at" = %(now)s::timestamptz
+  FROM t
+  WHERE d."id" = (SELECT "id" FROM "{disp}" WHERE "tool_call_id" = t."id"
+                  AND "content_type" = '{ContentType.TOOL_CALL}' ORDER BY "seq" LIMIT 1)
+  RETURNING {statements.returning(DisplayMessage, "d")}
+)
+SELECT c.*, r.*, t.*, cd.*
+FROM c JOIN r ON true LEFT JOIN t ON true LEFT JOIN cd ON true
+"""
+
+
+def resolve_tool_result(
+    *, conversation: Any, using: str, call_id: str, result: Any, now: datetime
+) -> DisplayMessage | None:
+    """Answer the interrupted result of the latest call of ``call_id`` in one statement
+    (``services.resolve_tool_result`` with the content checked and redacted by the caller,
+    nothing found to count): the result row gets ``result`` and ``is_interrupt`` false, the call
+    (unless it ended) is completed with it, and its card follows. Returns the result row; None
+    when it declines, nothing written (no such call or interrupted result, a concurrent write):
+    the general path then runs and raises."""
+    params = {
+        "conversation": conversation_pk(conversation),
+        "call_id": call_id,
+        "result": jsonenc.dumps([result]),
+        "now": now,
+    }
+
+    def work() -> tuple[Conversation, DisplayMessage] | None:
+        rows = run(using, _resolve_sql(), params)
+        if not rows:
+            return None
+        row = rows[0]
+        n_conv = len(statements.columns(Conversation))
+        n_row = len(statements.columns(DisplayMessage))
+        n_call = len(statements.columns(ToolCall))
+        saved = statements.load(Conversation, using, row[:n_conv])
+        answered = statements.load(DisplayMessage, using, row[n_conv : n_conv + n_row])
+        statements.relate(answered, "conversation", saved)
+        updated, calls = [answered], []
+        call_values = row[n_conv + n_row : n_conv + n_row + n_call]
+        if call_values[0] is not None:
+            call = statements.load(ToolCall, using, call_values)
+            statements.relate(call, "conversation", saved)
+            statements.relate(answered, "tool_call", call)
+            calls.append(call)
+            card_values = row[n_conv + n_row + n_call :]
+            if card_values[0] is not None:
+                card = statements.load(DisplayMessage, using, card_values)
+                statements.relate(card, "conversation", saved)
+                statements.relate(card, "tool_call", call)
+                updated.append(card)
+        announce(saved, using, saved.last_event_seq, updated=updated, calls=calls)
+        return saved, answered
+
+    done = statements.logged(using, work)
+    if done is None:
+        return None
+    _refresh(conversation, done[0])
+    return done[1]
+
+
 # --------------------------------------------------------------------------- set_status
 
 
