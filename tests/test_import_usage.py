@@ -1,12 +1,14 @@
-"""A message whose ``usage`` the counters cannot read is imported without it (docs/formats.md
-"Usage"): the record keeps the value under ``usage_unread``, the counters do not count it, the
-line is reported and not refused, and every other line lands as it would have. The kind, not one
-input: every way ``usage.read_usage`` refuses a usage object, in every fixture that carries
-usage (Claude Code session and stream-json, Anthropic list)."""
+"""Usage on imported assistant messages (docs/formats.md "Usage"): the provider's ``usage`` and
+``model`` as they are, placed so that a sum over distinct message ids counts each model response
+once. Claude Code repeats a message's usage on each of its lines, ``output_tokens`` growing: the
+last line's counts, once per ``message.id`` (a part stored by an earlier import counted once);
+Codex ``token_count`` events are cumulative: the messages sum to the last total."""
 
 from __future__ import annotations
 
+import io
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,94 +16,182 @@ import pytest
 from django.contrib.auth.models import User
 
 from murmur_conversations.models import Conversation, Message
-from tests.helpers import MakeUser
-from tests.import_helpers import run
+from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
+from tests.import_helpers import JSON, run
 
 pytestmark = pytest.mark.django_db
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CARRYING_USAGE = [
-    "claude_code/3c6d9e10-2b6f-4c1a-9f0e-4a8b2c6d1e01.jsonl",
-    "claude_code/stream_json.jsonl",
-    "anthropic/bike_trip.json",
-]
-#: Each way a usage object is unreadable (tests/test_usage.py names the errors).
-UNREADABLE: list[Any] = [
-    "12 tokens",
-    {"input_tokens": -1},
-    {"input_tokens": 1.5},
-    {"output_tokens": "3"},
-    {"output_tokens": 2**60},
-    {"prompt_tokens_details": 3},
-    {"input_tokens": 5, "cached_input_tokens": 6},
-]
+SESSION = "claude_code_session/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+ROLLOUT = "codex_rollout/rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl"
+CLAUDE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 
-def _spoil(value: Any, bad: Any) -> tuple[Any, int]:
-    """``value`` with every ``usage`` object replaced by ``bad``, and how many were."""
-    if isinstance(value, dict):
-        count = 0
-        out = {}
-        for key, item in value.items():
-            if key == "usage" and isinstance(item, dict):
-                out[key], count = bad, count + 1
-            else:
-                out[key], found = _spoil(item, bad)
-                count += found
-        return out, count
-    if isinstance(value, list):
-        pairs = [_spoil(item, bad) for item in value]
-        return [p[0] for p in pairs], sum(p[1] for p in pairs)
-    return value, 0
+def summed(conversation: Conversation, names: tuple[str, ...]) -> dict[str, int]:
+    """The usage counts of ``conversation``'s messages, each message id once."""
+    total: Counter[str] = Counter()
+    seen: set[str] = set()
+    for message in Message.objects.filter(conversation=conversation, role="assistant"):
+        usage = message.extra.get("usage")
+        if message.message_id in seen or not isinstance(usage, dict):
+            continue
+        seen.add(message.message_id)
+        for name in names:
+            total[name] += usage.get(name, 0)
+    return dict(total)
 
 
-def _write(name: str, bad: Any, folder: Path) -> tuple[Path, int]:
-    text = (FIXTURES / name).read_text(encoding="utf-8")
-    if name.endswith(".json"):
-        spoiled, count = _spoil(json.loads(text), bad)
-        out = json.dumps(spoiled)
-    else:
-        lines = []
-        count = 0
-        for line in text.splitlines():
-            value, found = _spoil(json.loads(line), bad)
-            lines.append(json.dumps(value))
-            count += found
-        out = "\n".join(lines) + "\n"
-    path = folder / Path(name).name
-    path.write_text(out, encoding="utf-8")
-    return path, count
+def last_lines(lines: list[dict[str, JSON]], ids: set[str]) -> dict[str, int]:
+    """The sum, over ``ids``, of the usage on the last line of each ``message.id``."""
+    last: dict[str, dict[str, int]] = {}
+    for line in lines:
+        if line.get("type") != "assistant":
+            continue
+        message = line["message"]
+        if message.get("id") in ids:
+            last[message["id"]] = message["usage"]
+    return {name: sum(u.get(name, 0) for u in last.values()) for name in CLAUDE_COUNTS}
 
 
-def _records(owner: User) -> list[tuple[str, str]]:
-    return list(
-        Message.objects.filter(conversation__owner=owner)
-        .order_by("conversation__created_at", "position")
-        .values_list("role", "message_id")
-    )
-
-
-@pytest.mark.parametrize("name", CARRYING_USAGE)
-@pytest.mark.parametrize("bad", UNREADABLE, ids=lambda bad: json.dumps(bad)[:30])
-def test_an_unreadable_usage_costs_the_message_nothing(
-    name: str, bad: Any, make_user: MakeUser, tmp_path: Path
+def test_claude_code_usage_counts_each_message_once_per_conversation(
+    corpus: Path, user: User
 ) -> None:
-    good, spoiled = make_user(), make_user()
-    assert run(FIXTURES / name, "--owner", good.username)[0] == 0
-    path, count = _write(name, bad, tmp_path)
-    assert count > 0
-    code, out, err = run(path, "--owner", spoiled.username)
-    assert code == 0, err
-    assert "imported without its usage, which is not counted" in err
-    assert "message(s) without their unreadable usage" in out
-    assert _records(spoiled) == _records(good)  # every message landed, in order
-    kept = [
-        extra["usage_unread"]
-        for extra in Message.objects.filter(conversation__owner=spoiled).values_list(
-            "extra", flat=True
+    lines = [json.loads(x) for x in (corpus / SESSION).read_text("utf-8").splitlines()]
+    assert run(corpus / SESSION, "--owner", user.username)[0] == 0
+    family = list(Conversation.objects.filter(owner=user).order_by("parent_id", "created_at"))
+    assert len(family) == 3
+    totals: dict[bool, dict[str, int]] = {}
+    for conversation in family:
+        ids = set(
+            conversation.messages.filter(role="assistant").values_list("message_id", flat=True)
         )
-        if "usage_unread" in extra
+        expected = last_lines(lines, ids)
+        assert summed(conversation, CLAUDE_COUNTS) == expected
+        models = set(
+            conversation.messages.filter(role="assistant").values_list("extra__model", flat=True)
+        )
+        assert models == {"claude-sonnet-4-20250514"}
+        totals[conversation.parent_id is None] = expected
+    # the main thread, counted by hand: 10 answers, the last line of each
+    assert totals[True] == {
+        "input_tokens": 64,
+        "output_tokens": 2003,
+        "cache_read_input_tokens": 190261,
+        "cache_creation_input_tokens": 26074,
+    }
+    # summing every line instead would count the growing output of split answers again
+    naive = sum(
+        line["message"]["usage"]["output_tokens"]
+        for line in lines
+        if line["type"] == "assistant" and not line["isSidechain"]
+    )
+    assert naive > totals[True]["output_tokens"]
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_an_answer_stored_in_two_parts_counts_its_usage_once(
+    tmp_path: Path, user: User, live: bool
+) -> None:
+    c = Claude()
+    usage_1 = {"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 50}
+    usage_2 = {"input_tokens": 100, "output_tokens": 41, "cache_read_input_tokens": 50}
+    first = [c.prompt("Read two files"), answer(c, "msg_s", tool_use("toolu_a"), usage_1)]
+    second = [
+        answer(c, "msg_s", tool_use("toolu_b"), usage_2),
+        c.result("toolu_a", "A"),
+        c.result("toolu_b", "B"),
     ]
-    assert kept and all(value == bad for value in kept)
-    for conversation in Conversation.objects.filter(owner=spoiled):
-        assert conversation.input_tokens == conversation.output_tokens == 0
+    path = write_jsonl(tmp_path / "s.jsonl", first)
+    if live:  # a result between the lines of the answer: live, the answer is stored at once
+        data = write_jsonl(tmp_path / "l.jsonl", [*first, second[1], second[0], second[2]])
+        stdin = io.BytesIO(data.read_bytes())
+        assert run("-", "--owner", user.username, "--follow", stdin=stdin)[0] == 0
+    else:
+        assert run(path, "--owner", user.username)[0] == 0
+        write_jsonl(path, [*first, *second])
+        assert run(path, "--owner", user.username)[0] == 0
+    [conversation] = Conversation.objects.filter(owner=user)
+    parts = list(conversation.messages.filter(message_id__startswith="msg_s").order_by("position"))
+    assert [m.message_id for m in parts] == ["msg_s", "msg_s:1"]
+    assert summed(conversation, ("input_tokens", "output_tokens", "cache_read_input_tokens")) == {
+        "input_tokens": 100,
+        "output_tokens": 41,
+        "cache_read_input_tokens": 50,
+    }
+
+
+def answer(
+    c: Claude, message_id: str, block: dict[str, Any], usage: dict[str, int]
+) -> dict[str, Any]:
+    line = c.answer(message_id, block)
+    line["message"]["usage"] = usage
+    return line
+
+
+def test_codex_usage_sums_to_the_last_cumulative_total(corpus: Path, user: User) -> None:
+    lines = [json.loads(x) for x in (corpus / ROLLOUT).read_text("utf-8").splitlines()]
+    counts = [
+        line["payload"]["info"]["total_token_usage"]
+        for line in lines
+        if line["type"] == "event_msg"
+        and line["payload"]["type"] == "token_count"
+        and line["payload"]["info"]
+    ]
+    assert run(corpus / ROLLOUT, "--owner", user.username)[0] == 0
+    conversation = Conversation.objects.get(owner=user)
+    names = tuple(counts[-1])
+    assert summed(conversation, names) == counts[-1]
+    carrying = conversation.messages.exclude(extra__usage=None)
+    # one message per model response whose total grew (repeated events add nothing)
+    grew = sum(1 for a, b in zip([{}, *counts], counts, strict=False) if a != b)
+    assert carrying.count() == grew
+    assert set(carrying.values_list("extra__model", flat=True)) == {"gpt-5.3-codex"}
+    assert all(m.role == "assistant" for m in carrying)
+    # re-reading changes nothing: the ids are those of messages without usage
+    before = list(conversation.messages.values_list("message_id", flat=True))
+    assert run(corpus / ROLLOUT, "--owner", user.username, "--reread")[0] == 0
+    assert list(conversation.messages.values_list("message_id", flat=True)) == before
+
+
+def token_count(x: Codex, total: dict[str, int]) -> dict[str, Any]:
+    return x.event(type="token_count", info={"total_token_usage": total, "last_token_usage": {}})
+
+
+def test_codex_usage_split_across_two_imports_still_sums(tmp_path: Path, user: User) -> None:
+    x = Codex()
+    first_total = {"input_tokens": 1000, "cached_input_tokens": 800, "output_tokens": 30}
+    last_total = {"input_tokens": 2500, "cached_input_tokens": 2000, "output_tokens": 75}
+    head = [
+        x.meta(),
+        x.line("turn_context", {"model": "gpt-x"}),
+        x.message("user", "Plan the beds"),
+        x.message("assistant", "Reading."),
+        token_count(x, first_total),
+        token_count(x, first_total),  # an echo: nothing new
+        x.item(type="function_call", name="exec", arguments="{}", call_id="c1"),
+    ]
+    tail = [
+        token_count(x, last_total),
+        x.item(type="function_call_output", call_id="c1", output="ok"),
+    ]
+    path = write_jsonl(tmp_path / "rollout.jsonl", head)
+    assert run(path, "--owner", user.username)[0] == 0
+    write_jsonl(path, [*head, *tail])
+    code, out, _ = run(path, "--owner", user.username)
+    assert code == 0 and "appended since the last import" in out
+    [conversation] = Conversation.objects.filter(owner=user)
+    # the first import ended between the call and its count: the call was stored without it,
+    # and the growth waits, in the parser's state, for the next assistant message
+    assert summed(conversation, tuple(last_total)) == first_total
+    assert conversation.messages.exclude(extra__usage=None).count() == 1
+    follow = [x.message("assistant", "Done."), token_count(x, last_total)]
+    write_jsonl(path, [*head, *tail, *follow])
+    assert run(path, "--owner", user.username)[0] == 0
+    assert summed(conversation, tuple(last_total)) == last_total
+    assert conversation.messages.get(extra__usage__output_tokens=45).content == [
+        {"type": "text", "text": "Done."}
+    ]
