@@ -254,6 +254,12 @@ def _announced(write: Callable[[], object]) -> tuple[object, list[tuple[Any, ...
     return value, sent
 
 
+#: The real functions, read once: the test swaps them for every example, and the monkeypatch of a
+#: hypothesis test is undone only after the last example (read inside the test, the second
+#: example's "real" function would be the first example's swap, switched off for good).
+_REAL = (fastpath.eligible, singles.available)
+
+
 @settings(
     max_examples=25,
     deadline=None,
@@ -269,7 +275,7 @@ def test_single_statements_write_what_the_general_path_writes(
     monkeypatch.setattr("django.utils.timezone.now", lambda: clock["now"])
     fast, general = make_conversation(created_at=START), make_conversation(created_at=START)
     use_single = {"on": True}
-    real_eligible, real_available = fastpath.eligible, singles.available
+    real_eligible, real_available = _REAL
     monkeypatch.setattr(
         fastpath, "eligible", lambda *args: use_single["on"] and real_eligible(*args)
     )
