@@ -147,22 +147,25 @@ def insert_sql(model: type[Model], columns: tuple[str, ...], rows: int, returnin
     )
 
 
-def _converters(using: str) -> list[tuple[str, list[tuple[Converter, Any]]]]:
-    """Per concrete field of Conversation, the converters a query of ``using`` applies to its
-    column (the backend's, then the field's), as Django's compiler applies them."""
+def _converters(using: str) -> tuple[list[str], list[tuple[int, list[Converter], Any]]]:
+    """The attribute names of Conversation's concrete fields, and for each field whose column a
+    query of ``using`` converts (the backend's converters, then the field's, as Django's compiler
+    applies them): its index, the converters and the column expression they are given."""
     connection = connections[using]
-    cached: list[tuple[str, list[tuple[Converter, Any]]]] | None = getattr(
-        connection, "_murmur_fastlite_converters", None
-    )
+    cached = getattr(connection, "_murmur_fastlite_converters", None)
     if cached is None:
-        cached = []
-        for field in Conversation._meta.concrete_fields:
+        names: list[str] = []
+        converting: list[tuple[int, list[Converter], Any]] = []
+        for index, field in enumerate(Conversation._meta.concrete_fields):
+            names.append(field.attname)
             column = field.get_col(Conversation._meta.db_table)
             found = [
                 *connection.ops.get_db_converters(column),
                 *column.get_db_converters(connection),
             ]
-            cached.append((field.attname, [(f, column) for f in found]))
+            if found:
+                converting.append((index, found, column))
+        cached = (names, converting)
         connection._murmur_fastlite_converters = cached  # type: ignore[attr-defined]
     return cached
 
@@ -170,12 +173,14 @@ def _converters(using: str) -> list[tuple[str, list[tuple[Converter, Any]]]]:
 def _conversation(using: str, row: tuple[Any, ...]) -> Conversation:
     """The Conversation of the ``UPDATE``'s returned row, converted as the ORM converts a read."""
     connection = connections[using]
-    values = {}
-    for value, (name, converters) in zip(row, _converters(using), strict=True):
-        for convert, column in converters:
+    names, converting = _converters(using)
+    values = list(row)
+    for index, converters, column in converting:
+        value = values[index]
+        for convert in converters:
             value = convert(value, column, connection)
-        values[name] = value
-    return statements.instance(Conversation, using, values)
+        values[index] = value
+    return statements.instance(Conversation, using, dict(zip(names, values, strict=True)))
 
 
 def _chunks(connection: Any, columns: int, rows: list[list[Any]]) -> list[list[list[Any]]]:
