@@ -1,7 +1,7 @@
 """The SQLite short append (``services.fastlite``) writes exactly what the general path writes.
 
 Hypothesis-generated sequences of every kind of write (the operations of
-``tests/test_fastpath_kinds.py``: plain and null-content messages, which take the short path,
+``tests/kinds_helpers.py``: plain and null-content messages, which take the short path,
 mixed with tool calls, results, status moves, statuses and synthetic rows, which do not), plus
 batches with given ids (new, known, repeated), injected messages and token usage, run once with
 the short path and once on the general path, leave the same rows, counters, usage rows, frame log
@@ -32,7 +32,7 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.services import fastlite
 from tests.helpers import MakeConversation, assert_counters_match_rows
-from tests.test_fastpath_kinds import START, _announced, _apply, _row, _state, operation, texts
+from tests.kinds_helpers import START, announced, apply_op, operation, row_values, state_of, texts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -100,7 +100,7 @@ def _apply_any(conversation: Conversation, op: tuple[Any, ...]) -> object:
     """One operation of ``test_fastpath_kinds``, or a batch (messages and times) through
     ``save_messages``; what it returned (comparable across conversations) or the error."""
     if op[0] != "batch":
-        return _apply(conversation, op)
+        return apply_op(conversation, op)
     messages = [_batch_message(m) for m in op[1]]
     times = None
     if len(op[2]) == len(messages):
@@ -109,11 +109,11 @@ def _apply_any(conversation: Conversation, op: tuple[Any, ...]) -> object:
         rows = services.save_messages(conversation=conversation, messages=messages, times=times)
     except ConversationsError as error:
         return type(error).__name__
-    return [_row(row) for row in rows]
+    return [row_values(row) for row in rows]
 
 
 def _full_state(conversation: Conversation) -> dict[str, Any]:
-    state = _state(conversation)
+    state = state_of(conversation)
     state["usage"] = list(
         MessageUsage.objects.filter(conversation=conversation)
         .order_by("message__position")
@@ -168,9 +168,9 @@ def test_the_short_append_writes_what_the_general_path_writes(
     for step, op in enumerate(operations):
         clock["now"] = START + timedelta(seconds=step + 1)
         use["on"] = True
-        fast_result = _announced(partial(_apply_any, fast, op))
+        fast_result = announced(partial(_apply_any, fast, op))
         use["on"] = False
-        general_result = _announced(partial(_apply_any, general, op))
+        general_result = announced(partial(_apply_any, general, op))
         assert fast_result == general_result, op
     assert _without_generated_ids(_full_state(fast)) == _without_generated_ids(_full_state(general))
     assert_counters_match_rows(fast)
