@@ -103,7 +103,7 @@ def _q(name: str) -> str:
     return f'"{name}"'
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def update_sql(models: int, check_ids: bool) -> str:
     """The conversation's ``UPDATE ... RETURNING``, for ``models`` distinct models with usage in
     the batch (0: no usage); ``check_ids``: some id was given, so a known one updates nothing.
