@@ -6,6 +6,7 @@ reaches it, for cookie and ticket sockets, on the layer of the run (process-loca
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from datetime import timedelta
@@ -220,6 +221,25 @@ async def test_a_host_recheck_closes_at_once(make_user: MakeUser, settings: Sett
     await db_async(access.recheck)(user=member)
     outputs = await outputs_until_close(socket)
     assert outputs == [{"type": "websocket.close", "code": 4404}]
+
+
+async def test_a_deletion_found_by_the_recheck_is_said_before_the_close(
+    make_user: MakeUser, settings: Settings
+) -> None:
+    """A conversation deleted where this process hears nothing of it (another process, whose
+    frame of the deletion has not come yet; here a queryset delete, which sends no signal): the
+    idle re-check finds it gone, and the socket says ``conversation_deleted`` before it closes
+    4404, as when the deletion's own frame comes first."""
+    settings.MURMUR_CONVERSATIONS = {"ACCESS_RECHECK_INTERVAL": 0.2, "FRAME_LOG": False}
+    owner = await db_async(make_user)()
+    conversation = await db_async(services.start_conversation)(owner=owner)
+    socket = await connect(f"ws/conversations/{conversation.pk}/", owner)
+    assert (await socket.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
+    await db_async(lambda: Conversation.objects.filter(pk=conversation.pk).delete())()
+    outputs = await outputs_until_close(socket)
+    assert outputs[-1] == {"type": "websocket.close", "code": 4404}
+    said = [json.loads(o["text"]) for o in outputs[:-1]]
+    assert said == [{"type": "conversation_deleted", "conversation_id": str(conversation.pk)}]
 
 
 # ------------------------------------------------------------------------------ batching

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from murmur_conversations import services
@@ -40,6 +40,31 @@ _REAL = (fastpath.eligible, singles.available)
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(operations, min_size=1, max_size=12))
+# Sequences random ones rarely reach: answering interrupted results (the call open, and ended),
+# adopting a held result, a tool status move on a reused id's new round.
+@example(
+    steps=[("call", 0, "x", False), ("result", 0, "?", "interrupt", None), ("resolve", 0, "yes")]
+)
+@example(
+    steps=[
+        ("call", 1, "x", True),
+        ("tool", 1, "executing", "ls", None, None),
+        ("result", 1, "?", "interrupt", None),
+        ("tool", 1, "failed", None, "e", None),
+        ("resolve", 1, None),
+    ]
+)
+@example(
+    steps=[
+        ("result", 2, "early", "error", 1),
+        ("call", 2, "x", False),
+        ("call", 3, "y", False),
+        ("result", 3, "out", "error", 2),
+        ("call", 3, "again", False),
+        ("tool", 3, "completed", "done", 5, "edit"),
+        ("batch", [("call", 0, "z", False), ("result", 3, "late", "ok", None)]),
+    ]
+)
 def test_single_statements_write_what_the_general_path_writes(
     make_conversation: MakeConversation,
     monkeypatch: pytest.MonkeyPatch,

@@ -47,6 +47,10 @@ logger = logging.getLogger("murmur_conversations.realtime")
 
 CLOSE_NO_USER: Final = 4401
 CLOSE_NOT_FOUND: Final = 4404
+#: A denial (never sent as a close code): the conversation no longer exists. Its socket says so
+#: with ``conversation_deleted`` before it closes 4404, as when the deletion's own frame comes
+#: first: a re-check may find the deletion before another process's frame of it arrives.
+GONE: Final = -CLOSE_NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,8 @@ def _live_shares(accesses: Sequence[Access]) -> set[str]:
 
 def denials(accesses: Sequence[Access]) -> dict[int, int]:
     """Which of ``accesses`` lost access: ``{index: close code}`` (4401: the user, session, token
-    or ticket ended; 4404: the conversation or share link is no longer readable by it).
+    or ticket ended; 4404: the conversation or share link is no longer readable by it;
+    :data:`GONE`: the conversation was deleted).
 
     Batched, whatever the number of sockets: with the default ``SCOPE`` the sockets of a
     conversation cost ONE query (the conversation with its owner's row: the reader must be the
@@ -135,8 +140,10 @@ def denials(accesses: Sequence[Access]) -> dict[int, int]:
         if access.user_pk is None or access.conversation is None or not default_scope:
             continue
         owner = owners.get(access.conversation)
-        if owner is None or str(owner.pk) != str(access.user_pk):
-            codes[index] = CLOSE_NOT_FOUND  # gone, or no longer the reader's
+        if access.conversation not in owners:
+            codes[index] = GONE
+        elif owner is None or str(owner.pk) != str(access.user_pk):
+            codes[index] = CLOSE_NOT_FOUND  # no longer the reader's
         else:
             users[str(owner.pk)] = owner
     users.update(

@@ -152,8 +152,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         return await access_gate().settle(self, check)
 
     async def deny(self, code: int) -> None:
-        """Lost access: close with ``code`` (4401 or 4404)."""
-        await self.shut(code)
+        """Lost access: close with ``code`` (4401 or 4404; ``access.GONE`` closes 4404)."""
+        await self.shut(CLOSE_NOT_FOUND if code == access.GONE else code)
 
     async def join_revocation(self) -> None:
         """Join the groups that revoke this socket: the user's (deactivation, password change,

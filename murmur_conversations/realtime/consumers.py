@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 from murmur_conversations import frames, services
 from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
 from murmur_conversations.models import AccessSurface, Conversation
-from murmur_conversations.realtime import reads
+from murmur_conversations.realtime import access, reads
 from murmur_conversations.realtime.base import (
     CLOSE_BAD_SINCE,
     CLOSE_NOT_FOUND,
@@ -170,6 +170,14 @@ class ConversationConsumer(LiveConsumer):
             return
         for event_seq, logged in events:
             await self.deliver(event_seq, logged)
+
+    async def deny(self, code: int) -> None:
+        """Lost access; a deleted conversation (``access.GONE``, found by a re-check before its
+        deletion's frame came) is said with ``conversation_deleted`` first (:meth:`gone`)."""
+        if code == access.GONE:
+            await self.gone()
+        else:
+            await super().deny(code)
 
     async def gone(self) -> None:
         """The conversation was deleted: ``conversation_deleted``, then close 4404."""
