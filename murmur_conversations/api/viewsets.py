@@ -291,7 +291,7 @@ class ConversationViewSet(ConversationScopedViewSet):
                 pk, limit=limit + 1, before_seq=after[0] if after else None, feedback=mine
             )
             page = keyset_page(newest, limit=limit, binding=binding, key_of=lambda r: [r["seq"]])
-            return Response(body(page.rows, page, self.conversation.last_seq))
+            return Response(body(list(page.rows), page, self.conversation.last_seq))
         binding = CursorBinding("since", self._scope(), (("since", str(since)),))
         after = _int_key(binding.read(request.query_params.get("cursor")), 2)
         limit = page_limit(request.query_params)
@@ -308,7 +308,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         page = keyset_page(
             changed, limit=limit, binding=binding, key_of=lambda r: [r["event_seq"], r["seq"]]
         )
-        return Response(body(page.rows, page, total))
+        return Response(body(list(page.rows), page, total))
 
     @document(
         summary="The durable record, position desc",
@@ -325,7 +325,7 @@ class ConversationViewSet(ConversationScopedViewSet):
             self.conversation.pk, limit=limit + 1, before_position=after[0] if after else None
         )
         page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda m: [m["position"]])
-        return Response(body(page.rows, page, self.conversation.record_length))
+        return Response(body(list(page.rows), page, self.conversation.record_length))
 
     @document(
         summary="The transcript (agentfootprint projection), oldest first",
