@@ -132,6 +132,13 @@ def _statements(vendor: str, utc: bool) -> dict[str, str]:
     }
 
 
+@functools.cache
+def _qmark(sql: str) -> str:
+    """``sql`` with ``?`` placeholders, as Django's SQLite cursor rewrites ``%s`` (these
+    statements hold no other ``%``)."""
+    return sql.replace("%s", "?")
+
+
 def _pg_cursor(connection: Any) -> Any:
     """A Django cursor wrapper around a server-side-binding psycopg cursor of ``connection``
     (as ``services/statements.py`` makes for the single-statement writes)."""
@@ -160,6 +167,17 @@ def _fetch(
     else:
         # Django stores a UUID as its 32 hex digits on every other backend
         params = (params[0].hex, *params[1:])
+        if connection.vendor == "sqlite" and not (
+            connection.queries_logged or connection.execute_wrappers
+        ):
+            # nothing logs or wraps queries: the checks and error translation of Django's
+            # cursor, without building its two wrappers and rewriting ``%s`` on every call
+            connection.close_if_health_check_failed()
+            connection.ensure_connection()
+            connection.validate_thread_sharing()
+            connection.validate_no_broken_transaction()
+            with connection.wrap_database_errors:
+                return connection, connection.connection.execute(_qmark(sql), params).fetchall()
         cursor = connection.cursor()
     try:
         cursor.execute(sql, params)
@@ -233,7 +251,9 @@ def _display_dicts(
     connection: Any, rows: list[Any], feedback: FeedbackOf | None
 ) -> list[dict[str, Any]]:
     when = _iso_writer(connection)
-    loads = _loads
+    # the JSON columns arrive as text from both drivers (``owner_feedback`` may be NULL, which
+    # ``display_row_of_values`` leaves as None)
+    loads = jsonenc.loads
     shape = display_row_of_values
     if feedback is None:
         return [shape(r, when=when, loads=loads) for r in rows]

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import signing
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pytest_django import Settings
@@ -382,3 +384,16 @@ def test_any_stored_time_reads_the_same(
     rows.exclude(pk=first.pk).update(created_at=Now(), updated_at=created)
     conversation.refresh_from_db()
     _assert_same_reads(conversation, user)
+
+
+def test_each_read_is_one_query_seen_by_django(user: User, conversation: Conversation) -> None:
+    """With queries logged (``CaptureQueriesContext``) each read is one ordinary query that
+    Django records, and reads the same rows as unlogged."""
+    _kinds_of_every_sort(conversation, user)
+    plain = reading.display_page(conversation.pk, limit=4)
+    with CaptureQueriesContext(connection) as captured:
+        logged = reading.display_page(conversation.pk, limit=4)
+        reading.display_changes(conversation.pk, since=1, limit=4)
+        reading.record_page(conversation.pk, limit=4)
+    assert len(captured.captured_queries) == 3
+    assert _bytes(logged) == _bytes(plain)
