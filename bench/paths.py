@@ -436,20 +436,36 @@ def append_batch(track: Track, sizes: Sizes) -> Benchmark:
 
 
 def _ours_page(conversation_id: uuid.UUID, size: int, *, offset: bool) -> Any:
-    """Our page: the keyset read as the REST route reads it (``values_list`` rows straight into
-    ``display_row_of_values``); with ``offset``, the ORM's OFFSET over model instances."""
+    """Our page: the keyset read the REST route makes (``reading.display_page``: one fixed
+    statement on a raw cursor, rows straight into the display dicts); with ``offset``, the ORM's
+    OFFSET over model instances."""
     from murmur_conversations.models import DisplayMessage
-    from murmur_conversations.representations import (
-        DISPLAY_COLUMNS,
-        display_row,
-        display_row_of_values,
-    )
+    from murmur_conversations.reading import display_page
+    from murmur_conversations.representations import display_row
 
     def page(depth: int, before_seq: int) -> list[dict[str, Any]]:
-        rows = DisplayMessage.objects.filter(conversation_id=conversation_id).order_by("-seq")
         if offset:
+            rows = DisplayMessage.objects.filter(conversation_id=conversation_id).order_by("-seq")
             return [display_row(row) for row in rows[depth : depth + size]]
-        chosen = rows.filter(seq__lt=before_seq).values_list(*DISPLAY_COLUMNS)[:size]
+        return display_page(conversation_id, limit=size, before_seq=before_seq)
+
+    return page
+
+
+#: The page read the REST route made before ``reading`` (``values_list`` keyset through the ORM):
+#: kept beside ``ours keyset @0`` so one run shows what the fixed statement saves.
+ORM_VALUES = "ORM values_list keyset @0"
+
+
+def _orm_values_page(conversation_id: uuid.UUID, size: int) -> Callable[[int], object]:
+    """The previous page read: Django ``values_list(*DISPLAY_COLUMNS)`` keyset, compiled on every
+    call, rows into ``representations.display_row_of_values``."""
+    from murmur_conversations.models import DisplayMessage
+    from murmur_conversations.representations import DISPLAY_COLUMNS, display_row_of_values
+
+    def page(before_seq: int) -> list[dict[str, Any]]:
+        rows = DisplayMessage.objects.filter(conversation_id=conversation_id, seq__lt=before_seq)
+        chosen = rows.order_by("-seq").values_list(*DISPLAY_COLUMNS)[:size]
         return [display_row_of_values(values) for values in chosen]
 
     return page
@@ -477,6 +493,11 @@ def page(track: Track, sizes: Sizes) -> Benchmark:
     if track.is_postgres:
         cursor0 = last_seq + 1
         variants.append(_server_side_binding(lambda: keyset(0, cursor0), sizes.page_ops, " @0"))
+    orm_values = _orm_values_page(conversation, size)
+    variants.append(Variant(ORM_VALUES, partial(orm_values, last_seq + 1), sizes.page_ops))
+    ratios.append(
+        RatioSpec(f"{ORM_VALUES} / raw keyset @0", ORM_VALUES, "raw keyset @0", "p50", "time")
+    )
     for depth in sizes.depths:
         label, cursor = _label(depth), last_seq - depth + 1
         slow_ops = max(1, sizes.page_ops // 20) if depth >= 100_000 else sizes.page_ops

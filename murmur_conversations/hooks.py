@@ -19,7 +19,7 @@ from typing import Any, Final
 from django.core import signing
 from django.db import DatabaseError
 
-from murmur_conversations import jsonenc
+from murmur_conversations import jsonenc, reading
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.models import Conversation, Message
@@ -187,11 +187,7 @@ def read_messages(
         rows = (
             []
             if pk is None or upper == 0
-            else list(
-                Message.objects.filter(
-                    conversation_id=pk, position__gt=lower, position__lte=upper
-                ).order_by("-position")
-            )
+            else reading.record_messages(pk, limit=upper - lower, below=upper + 1, above=lower)
         )
     except DatabaseError as error:
         raise HookReadError(f"unavailable: {error}") from error

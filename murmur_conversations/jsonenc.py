@@ -62,4 +62,12 @@ def loads(text: str | bytes) -> Any:
     refusing the ``NaN``, ``Infinity`` and ``-Infinity`` literals. Raises ``ValueError``
     (``json.JSONDecodeError`` with a position for malformed text), ``UnicodeError`` for bytes that
     are not text, ``RecursionError`` for nesting deeper than the interpreter allows."""
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        # one decoder for every call (``json.loads`` given an option builds a new one each time);
+        # a leading BOM goes to ``json.loads`` for its own error
+        return _DECODER.decode(text)
     return json.loads(text, parse_constant=_refuse_constant)
+
+
+#: The decoder of :func:`loads` (``json.loads(text, parse_constant=_refuse_constant)``, built once).
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)

@@ -6,6 +6,7 @@ row looks the same everywhere. Values are JSON-ready (ids as strings, times as I
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any, Final, Literal
@@ -93,18 +94,30 @@ DISPLAY_COLUMNS: Final = (
 def display_row_of_values(
     values: tuple[Any, ...] | list[Any],
     feedback: dict[str, Any] | Literal[_Owner.OWNER] | None = OWNER_FEEDBACK,
+    *,
+    when: Callable[[Any], str | None] = iso,
+    loads: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """:func:`display_row` of a row read as ``values_list(*DISPLAY_COLUMNS)``: the same dict
-    (the same JSON bytes), without building a model instance (page reads, docs/write-path.md
-    "One statement per write")."""
+    (the same JSON bytes), without building a model instance (the page reads of ``reading``).
+    ``when`` turns ``created_at`` and ``updated_at`` into their ISO text: :func:`iso` of a
+    datetime by default; ``reading`` passes one that reads the stored text of SQLite directly.
+    ``loads``, when given, decodes the JSON columns (``content``, ``metadata``,
+    ``owner_feedback``) as stored (text; NULL stays None)."""
     (pk, seq, message_type, content_type, content, status, metadata, created_event_seq) = values[:8]
     event_seq, created_at, updated_at, owner_feedback = values[8:]
+    if loads is not None:
+        content = loads(content)
+        metadata = loads(metadata)
+        if owner_feedback is not None:
+            owner_feedback = loads(owner_feedback)
     if content_type == ContentType.TOOL_RESULT:
         call_id: str | None = str(content.get("tool_call_id") or "") or None
     elif content_type == ContentType.TOOL_CALL:
         call_id = str(content.get("call_id") or "") or None
     else:
         call_id = None
+    created = when(created_at)
     return {
         "id": str(pk),
         "seq": seq,
@@ -116,8 +129,9 @@ def display_row_of_values(
         "metadata": metadata,
         "created_event_seq": created_event_seq,
         "event_seq": event_seq,
-        "created_at": iso(created_at),
-        "updated_at": iso(updated_at),
+        "created_at": created,
+        # a row never changed since it was written has one time: spelled once
+        "updated_at": created if updated_at == created_at else when(updated_at),
         "feedback": owner_feedback if feedback is OWNER_FEEDBACK else feedback,
     }
 

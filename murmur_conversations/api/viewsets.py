@@ -21,7 +21,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from murmur_conversations import services
+from murmur_conversations import reading, services
 from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import ConversationScopedViewSet
 from murmur_conversations.api.exceptions import (
@@ -71,14 +71,11 @@ from murmur_conversations.exceptions import (
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
-from murmur_conversations.models import AccessSurface, DisplayMessage, Message, ToolCall
+from murmur_conversations.models import AccessSurface, DisplayMessage, ToolCall
 from murmur_conversations.representations import (
-    DISPLAY_COLUMNS,
     detail_row,
     display_row,
-    display_row_of_values,
     iso,
-    record_row,
     summary_row,
     tool_call_row,
 )
@@ -280,36 +277,38 @@ class ConversationViewSet(ConversationScopedViewSet):
         whose ``event_seq > since`` oldest change first, ``total`` counts them."""
         since = read_since(request.query_params)
         self._log_view(AccessSurface.API_DISPLAY)
-        rows = DisplayMessage.objects.filter(conversation=self.conversation)
+        pk = self.conversation.pk
+        user = request.user
+
+        def mine(ids: list[int]) -> dict[int, dict[str, Any]]:
+            return feedback_for(user, ids)
+
         if since is None:
             binding = CursorBinding("display", self._scope())
             after = _int_key(binding.read(request.query_params.get("cursor")), 1)
             limit = page_limit(request.query_params)
-            if after is not None:
-                rows = rows.filter(seq__lt=after[0])
-            newest = rows.order_by("-seq").values_list(*DISPLAY_COLUMNS)[: limit + 1]
-            values = keyset_page(
-                list(newest), limit=limit, binding=binding, key_of=lambda r: [r[1]]
+            newest = reading.display_page(
+                pk, limit=limit + 1, before_seq=after[0] if after else None, feedback=mine
             )
-            mine = feedback_for(request.user, [r[0] for r in values.rows])
-            results = [display_row_of_values(r, mine.get(r[0])) for r in values.rows]
-            return Response(body(results, values, self.conversation.last_seq))
-        else:
-            binding = CursorBinding("since", self._scope(), (("since", str(since)),))
-            after = _int_key(binding.read(request.query_params.get("cursor")), 2)
-            limit = page_limit(request.query_params)
-            changed = rows.filter(event_seq__gt=since)
-            total = changed.count()
-            if after is not None:
-                changed = changed.filter(
-                    Q(event_seq__gt=after[0]) | Q(event_seq=after[0], seq__gt=after[1])
-                )
-            fetched = list(changed.order_by("event_seq", "seq")[: limit + 1])
-            page = keyset_page(
-                fetched, limit=limit, binding=binding, key_of=lambda r: [r.event_seq, r.seq]
-            )
-        mine = feedback_for(request.user, [r.pk for r in page.rows])
-        return Response(body([display_row(r, mine.get(r.pk)) for r in page.rows], page, total))
+            page = keyset_page(newest, limit=limit, binding=binding, key_of=lambda r: [r["seq"]])
+            return Response(body(list(page.rows), page, self.conversation.last_seq))
+        binding = CursorBinding("since", self._scope(), (("since", str(since)),))
+        after = _int_key(binding.read(request.query_params.get("cursor")), 2)
+        limit = page_limit(request.query_params)
+        total = DisplayMessage.objects.filter(
+            conversation=self.conversation, event_seq__gt=since
+        ).count()
+        changed = reading.display_changes(
+            pk,
+            since=since,
+            limit=limit + 1,
+            after=(after[0], after[1]) if after else None,
+            feedback=mine,
+        )
+        page = keyset_page(
+            changed, limit=limit, binding=binding, key_of=lambda r: [r["event_seq"], r["seq"]]
+        )
+        return Response(body(list(page.rows), page, total))
 
     @document(
         summary="The durable record, position desc",
@@ -322,13 +321,11 @@ class ConversationViewSet(ConversationScopedViewSet):
         after = _int_key(binding.read(request.query_params.get("cursor")), 1)
         limit = page_limit(request.query_params)
         self._log_view(AccessSurface.API_RECORD)
-        rows = Message.objects.filter(conversation=self.conversation)
-        if after is not None:
-            rows = rows.filter(position__lt=after[0])
-        fetched = list(rows.order_by("-position")[: limit + 1])
-        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda m: [m.position])
-        results = [record_row(m) for m in page.rows]
-        return Response(body(results, page, self.conversation.record_length))
+        fetched = reading.record_page(
+            self.conversation.pk, limit=limit + 1, before_position=after[0] if after else None
+        )
+        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda m: [m["position"]])
+        return Response(body(list(page.rows), page, self.conversation.record_length))
 
     @document(
         summary="The transcript (agentfootprint projection), oldest first",
