@@ -42,6 +42,7 @@ from django.utils.dateparse import parse_datetime
 
 from murmur_conversations import jsonenc
 from murmur_conversations.models import DisplayMessage, Message
+from murmur_conversations.rawcursor import server_side_cursor
 from murmur_conversations.representations import (
     DISPLAY_COLUMNS,
     display_row_of_values,
@@ -139,21 +140,6 @@ def _qmark(sql: str) -> str:
     return sql.replace("%s", "?")
 
 
-def _pg_cursor(connection: Any) -> Any:
-    """A Django cursor wrapper around a server-side-binding psycopg cursor of ``connection``
-    (as ``services/statements.py`` makes for the single-statement writes)."""
-    import psycopg  # PostgreSQL only: not needed by an SQLite install
-
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw: psycopg.Cursor[Any] = psycopg.Cursor(connection.connection)
-        connection.validate_thread_sharing()
-        if connection.queries_logged:
-            return connection.make_debug_cursor(raw)
-        return connection.make_cursor(raw)
-
-
 def _fetch(
     model: type[Model], using: str | None, name: str, params: tuple[Any, ...]
 ) -> tuple[Any, list[Any]]:
@@ -163,7 +149,7 @@ def _fetch(
     connection = connections[using or router.db_for_read(model)]
     sql = _statements(connection.vendor, _in_utc(connection))[name]
     if connection.vendor == "postgresql":
-        cursor = _pg_cursor(connection)
+        cursor = server_side_cursor(connection)
     else:
         # Django stores a UUID as its 32 hex digits on every other backend
         params = (params[0].hex, *params[1:])

@@ -356,46 +356,8 @@ def _append(
                 _insert(cursor, connection, MessageUsage, _USAGE_COLUMNS, usage_rows)
         except IntegrityError:  # a generated id taken after all: the general path decides
             return None
-    created = _display_rows(using, conversation, parts_by_message, message_pks, display_pks, stamps)
+    created = fastpath.display_rows(
+        using, conversation, parts_by_message, message_pks, display_pks, stamps
+    )
     announce(conversation, using, event_seq, created=created)
     return conversation, created
-
-
-def _display_rows(
-    using: str,
-    conversation: Conversation,
-    parts_by_message: list[list[DisplayPart]],
-    message_pks: list[int],
-    display_pks: list[int],
-    stamps: list[datetime],
-) -> list[DisplayMessage]:
-    """The new display rows as the general path returns them (``fastpath.rebuild``'s rows)."""
-    event_seq = conversation.last_event_seq
-    first_seq = conversation.last_seq - len(display_pks) + 1
-    rows: list[DisplayMessage] = []
-    for parts, message_pk, stamp in zip(parts_by_message, message_pks, stamps, strict=True):
-        for part in parts:
-            display = statements.instance(
-                DisplayMessage,
-                using,
-                {
-                    "id": display_pks[len(rows)],
-                    "conversation_id": conversation.pk,
-                    "message_id": message_pk,
-                    "seq": first_seq + len(rows),
-                    "message_type": part.message_type,
-                    "content_type": part.content_type,
-                    "content": part.content,
-                    "status": ToolStatus.COMPLETED,
-                    "tool_call_id": None,
-                    "metadata": dict(part.metadata),
-                    "created_event_seq": event_seq,
-                    "event_seq": event_seq,
-                    "created_at": stamp,
-                    "updated_at": stamp,
-                    "owner_feedback": None,
-                },
-            )
-            statements.relate(display, "conversation", conversation)
-            rows.append(display)
-    return rows

@@ -270,16 +270,32 @@ def rebuild(
             values[name] = jsonenc.loads(values[name])
     conversation = statements.instance(Conversation, using, values)
     display_ids, message_ids = row[-2], row[-1]
+    rows = display_rows(using, conversation, parts_by_message, message_ids, display_ids, stamps)
+    return conversation, rows
+
+
+def display_rows(
+    using: str,
+    conversation: Conversation,
+    parts_by_message: list[list[DisplayPart]],
+    message_pks: list[int],
+    display_pks: list[int],
+    stamps: list[datetime],
+) -> list[DisplayMessage]:
+    """The new display rows of a plain append as the general path returns them: one per part of
+    each message (``parts_by_message``, record row pks ``message_pks``, times ``stamps``), with
+    the pks ``display_pks`` in ``seq`` order, the last ``len(display_pks)`` seqs of the saved
+    ``conversation`` and its event_seq; built without ``Model.__init__``."""
     event_seq = conversation.last_event_seq
-    first_seq = conversation.last_seq - len(display_ids) + 1
+    first_seq = conversation.last_seq - len(display_pks) + 1
     rows: list[DisplayMessage] = []
-    for parts, message_pk, stamp in zip(parts_by_message, message_ids, stamps, strict=True):
+    for parts, message_pk, stamp in zip(parts_by_message, message_pks, stamps, strict=True):
         for part in parts:
             display = statements.instance(
                 DisplayMessage,
                 using,
                 {
-                    "id": display_ids[len(rows)],
+                    "id": display_pks[len(rows)],
                     "conversation_id": conversation.pk,
                     "message_id": message_pk,
                     "seq": first_seq + len(rows),
@@ -298,4 +314,4 @@ def rebuild(
             )
             statements.relate(display, "conversation", conversation)
             rows.append(display)
-    return conversation, rows
+    return rows

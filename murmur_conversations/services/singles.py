@@ -15,6 +15,7 @@ Private to ``murmur_conversations.services``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -199,11 +200,7 @@ def update_tool_status(
         announce(saved, using, saved.last_event_seq, updated=[card], calls=[call])
         return saved, card
 
-    done = statements.logged(using, work)
-    if done is None:
-        return None
-    _refresh(conversation, done[0])
-    return done[1]
+    return _written(conversation, using, work)
 
 
 # --------------------------------------------------------------------------- resolve_tool_result
@@ -310,11 +307,7 @@ def resolve_tool_result(
         announce(saved, using, saved.last_event_seq, updated=updated, calls=calls)
         return saved, answered
 
-    done = statements.logged(using, work)
-    if done is None:
-        return None
-    _refresh(conversation, done[0])
-    return done[1]
+    return _written(conversation, using, work)
 
 
 # --------------------------------------------------------------------------- set_status
@@ -422,6 +415,15 @@ def save_synthetic_message(
         announce(saved, using, saved.last_event_seq, created=[row])
         return saved, row
 
+    return _written(conversation, using, work)
+
+
+def _written(
+    conversation: Any, using: str, work: Callable[[], tuple[Conversation, DisplayMessage] | None]
+) -> DisplayMessage | None:
+    """Run ``work`` (a statement, then ``announce``) with the frame log's row in its transaction
+    (``statements.logged``); the row it returns, the caller's Conversation refreshed; None when
+    it declined."""
     done = statements.logged(using, work)
     if done is None:
         return None

@@ -24,6 +24,7 @@ from django.db.models.base import ModelState
 
 from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
+from murmur_conversations.rawcursor import server_side_cursor
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -61,20 +62,6 @@ def logged(using: str, work: Callable[[], T | None]) -> T | None:
         return None
 
 
-def _cursor(connection: Any) -> Any:
-    """A Django cursor wrapper around a server-side-binding psycopg cursor of ``connection``."""
-    import psycopg  # PostgreSQL only: not needed by an SQLite install
-
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw: psycopg.Cursor[Any] = psycopg.Cursor(connection.connection)
-        connection.validate_thread_sharing()
-        if connection.queries_logged:
-            return connection.make_debug_cursor(raw)
-        return connection.make_cursor(raw)
-
-
 def run(using: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Execute ``sql`` (``%(name)s`` placeholders; a statement that returns rows) on the PostgreSQL
     alias ``using`` and return its rows. Inside the caller's transaction it runs in a savepoint (a failure then leaves that
@@ -88,7 +75,7 @@ def run(using: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]
 
 
 def _fetch(connection: Any, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    cursor = _cursor(connection)
+    cursor = server_side_cursor(connection)
     try:
         cursor.execute(sql, params)
         # Every statement here returns rows; ``cursor.description`` (a Column object per result
