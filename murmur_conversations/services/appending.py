@@ -324,7 +324,7 @@ def _insert_source_records(
 def save_messages(
     *,
     conversation: ConversationRef,
-    messages: Iterable[dict[str, Any]],
+    messages: Iterable[dict[str, Any] | NormalizedMessage],
     source: str | None = None,
     source_records: Iterable[dict[str, Any]] | None = None,
     times: Sequence[datetime | None] | None = None,
@@ -338,7 +338,9 @@ def save_messages(
     becomes the latest of them unless the stored one is later. Positions, seqs and event_seq still
     come from the locked counters, never from times.
 
-    Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``).
+    Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``),
+    or what ``messages.normalize_message`` returned for it with this app's ``MAX_CONTENT_BYTES``
+    (an importer that validated it first), taken as it is rather than normalized a second time.
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
     Returns the display rows of every given message in ``seq`` order, existing ones included.
     ``source_records`` (with ``source``, the format name) are saved as ``save_source_records`` does.
@@ -348,6 +350,9 @@ def save_messages(
     limit = app_settings.max_content_bytes
     normalized: list[NormalizedMessage] = []
     for index, message in enumerate(check_items(messages, what="messages")):
+        if isinstance(message, NormalizedMessage):
+            normalized.append(message)
+            continue
         try:
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
