@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -262,9 +263,9 @@ def test_copy_writes_what_insert_writes(
     for step, (ops, keys) in enumerate(batches):
         clock["now"] = START + timedelta(hours=step + 1)
         monkeypatch.setattr(bulkcopy, "MIN_ROWS", 1)
-        by_copy = _announced(lambda: _save(copied, ops, keys, step))
+        by_copy = _announced(partial(_save, copied, ops, keys, step))
         monkeypatch.setattr(bulkcopy, "MIN_ROWS", 10**9)
-        by_insert = _announced(lambda: _save(inserted, ops, keys, step))
+        by_insert = _announced(partial(_save, inserted, ops, keys, step))
         assert by_copy == by_insert, (ops, keys)
     assert _state(copied) == _state(inserted)
     assert_counters_match_rows(copied)
@@ -275,7 +276,7 @@ def test_a_large_batch_is_copied_not_inserted(make_conversation: MakeConversatio
     call or source tables, their keys taken from the sequences; below it, one INSERT."""
     conversation = make_conversation()
     n = bulkcopy.MIN_ROWS
-    calls = [
+    calls: list[dict[str, Any]] = [
         {
             "id": f"a{i}",
             "role": "assistant",
@@ -283,7 +284,9 @@ def test_a_large_batch_is_copied_not_inserted(make_conversation: MakeConversatio
         }
         for i in range(n)
     ]
-    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": "ok"} for i in range(n)]
+    results: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"} for i in range(n)
+    ]
     records = [
         {"source_key": f"k{i}", "line_number": i, "raw": "{}", "record_type": "line"}
         for i in range(n)
@@ -311,5 +314,7 @@ def test_a_large_batch_is_copied_not_inserted(make_conversation: MakeConversatio
     assert [row.pk for row in again] == [row.pk for row in rows if row.content_type == "tool_call"]
     assert SourceRecord.objects.filter(conversation=conversation).count() == n
     with CaptureQueriesContext(connection) as queries:
-        services.save_messages(conversation=conversation, messages=[{"role": "user", "content": "x"}])
+        services.save_messages(
+            conversation=conversation, messages=[{"role": "user", "content": "x"}]
+        )
     assert not any("nextval" in q["sql"] for q in queries.captured_queries)

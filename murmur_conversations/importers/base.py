@@ -409,9 +409,7 @@ class _Writer:
             return
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
-        target.messages.append(
-            (item.message, item.line, self.time(item.at), item.once, normalized)
-        )
+        target.messages.append((item.message, item.line, self.time(item.at), item.once, normalized))
         if len(target.messages) >= BATCH:
             self.flush()
 

@@ -70,30 +70,30 @@ def _copy(using: str, model: type[M], objs: Sequence[M]) -> None:
     for obj in objs:
         # Related objects saved earlier in this write (a display row's message, its call) give
         # their keys, as bulk_create takes them.
-        obj._prepare_related_fields_for_save(operation_name="bulk_create")
+        obj._prepare_related_fields_for_save(operation_name="bulk_create")  # type: ignore[attr-defined]
     missing = [obj for obj in objs if obj.pk is None]
     with connection.cursor() as cursor:
         if missing:
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                [meta.db_table, pk.column, len(missing)],
+                [meta.db_table, str(pk.column), len(missing)],
             )
             keys = sorted(row[0] for row in cursor.fetchall())
             for obj, key in zip(missing, keys, strict=True):
                 obj.pk = key
-        columns = ", ".join(quote(f.column) for f in fields)
+        columns = ", ".join(quote(str(f.column)) for f in fields)
         plan = [(f.attname, _converter(f)) for f in fields]
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
-        with connection.wrap_database_errors:
-            with raw.copy(f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN") as copy:
-                for obj in objs:
-                    values = obj.__dict__
-                    copy.write_row(
-                        [
-                            values[name] if convert is None else convert(values[name])
-                            for name, convert in plan
-                        ]
-                    )
+        sql = f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
+        with connection.wrap_database_errors, raw.copy(sql) as copy:
+            for obj in objs:
+                values = obj.__dict__
+                copy.write_row(
+                    [
+                        values[name] if convert is None else convert(values[name])
+                        for name, convert in plan
+                    ]
+                )
     for obj in objs:
         obj._state.adding = False
         obj._state.db = using
