@@ -58,6 +58,8 @@ class Track:
     alias: str
     raw: psycopg.Connection[Any] | sqlite3.Connection
     langchain: psycopg.Connection[Any] | None = None  # PostgreSQL track with the peer installed
+    #: SQLite track with langchain-community installed: the track's SQLite file.
+    langchain_sqlite: str | None = None
 
     @property
     def is_postgres(self) -> bool:
@@ -292,6 +294,31 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
             ),
             RatioSpec(
                 "langchain p50 / floor p50", "langchain add_message", floor_name, "p50", "time"
+            ),
+        ]
+    if track.langchain_sqlite is not None:
+        sqlite_history = peers.langchain_sqlite_history(track.langchain_sqlite)
+        variants.append(
+            Variant(
+                peers.LANGCHAIN_SQLITE,
+                lambda: sqlite_history.add_message(workload.text()),
+                sizes.append_ops,
+            )
+        )
+        ratios += [
+            RatioSpec(
+                f"ours p50 / {peers.LANGCHAIN_SQLITE} p50",
+                "ours save_message",
+                peers.LANGCHAIN_SQLITE,
+                "p50",
+                "time",
+            ),
+            RatioSpec(
+                f"{peers.LANGCHAIN_SQLITE} p50 / floor p50",
+                peers.LANGCHAIN_SQLITE,
+                floor_name,
+                "p50",
+                "time",
             ),
         ]
     return Benchmark(

@@ -140,7 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         if sqlite_path:
             from bench.floors import sqlite_connect
 
-            tracks.append(Track("sqlite", "sqlite", sqlite_connect(sqlite_path)))
+            missing_sqlite_peer = peers.langchain_community_available()
+            if missing_sqlite_peer is not None:
+                notes.append(missing_sqlite_peer)
+            tracks.append(
+                Track(
+                    "sqlite",
+                    "sqlite",
+                    sqlite_connect(sqlite_path),
+                    langchain_sqlite=sqlite_path if missing_sqlite_peer is None else None,
+                )
+            )
         for track in tracks:
             print(f"track {track.name} ...", file=sys.stderr)
             results[track.name] = run_track(track, sizes, rounds, warmup)

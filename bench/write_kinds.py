@@ -56,8 +56,8 @@ def _stage(work: Callable[[], object], repeat: int = 20) -> Callable[[], float]:
 
 
 def profile(track: Track, sizes: Sizes) -> Benchmark | None:
-    """The stages of a plain append on PostgreSQL (None on SQLite: its general path is
-    profiled by ``kinds``)."""
+    """The stages of a plain append on PostgreSQL (None on SQLite: its short append,
+    ``services.fastlite``, is timed and its statements counted by ``kinds``)."""
     if not track.is_postgres:
         return None
     from django.db import connections

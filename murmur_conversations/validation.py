@@ -177,6 +177,9 @@ def clean_tag(value: Any) -> str:
     ``InvalidContent`` otherwise."""
     if not isinstance(value, str):
         raise InvalidContent(f"a tag must be a string, not {type(value).__name__}")
+    if any(unicodedata.category(ch) == "Cc" and not ch.isspace() for ch in value):
+        # Checked before the repair, which would turn a NUL into U+FFFD and let it through.
+        raise InvalidContent(f"a tag must not contain control characters: {value!r}")
     tag = " ".join(clean_text(value).split()).lower()
     if not tag:
         raise InvalidContent("a tag must not be empty or blank")

@@ -22,7 +22,8 @@ Frame = dict[str, Any]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TIMEOUT = 5  # seconds any expected frame may take; a bound, never a synchronisation
+#: Seconds any expected frame may take (a loaded 2-core CI machine): a bound, never a synchronisation.
+TIMEOUT = 15
 LOCAL_LAYER = {
     "BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer",
     "CONFIG": {"capacity": 1000},

@@ -16,6 +16,7 @@ from murmur_conversations import services, signals
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, ConversationTag
 from murmur_conversations.representations import summary_row
+from murmur_conversations.validation import clean_tag
 from tests.api_helpers import API, token_client, url
 from tests.helpers import MakeConversation, MakeUser
 
@@ -225,3 +226,14 @@ def test_a_secret_in_a_tag_is_redacted(conversation: Conversation) -> None:
     assert sorted(ConversationTag.objects.values_list("name", flat=True)) == sorted(
         conversation.tags
     )
+
+
+@given(
+    before=st.text(max_size=5),
+    control=st.characters(categories=["Cc"]).filter(lambda ch: not ch.isspace()),
+    after=st.text(max_size=5),
+)
+def test_every_control_character_in_a_tag_is_refused(before: str, control: str, after: str) -> None:
+    """NUL included: it is refused like the others, not repaired to U+FFFD and stored."""
+    with pytest.raises(InvalidContent, match="control characters"):
+        clean_tag(f"{before}x{control}{after}")

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from murmur_conversations import checks, services, usage
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, Message, MessageUsage
-from murmur_conversations.services import fastpath
+from murmur_conversations.services import fastlite, fastpath
 from murmur_conversations.usage import Usage, read_usage
 from tests.api_helpers import API, Params, token_client
 from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
@@ -304,6 +304,7 @@ def test_usage_given_through_save_message_sums_per_conversation(
 ) -> None:
     if path == "general path":
         monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+        monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
     services.save_message(conversation=conversation, message=ANTHROPIC)
     services.save_messages(
         conversation=conversation,
@@ -344,6 +345,7 @@ def test_fast_and_general_paths_count_the_same(
 
     write(fast)
     monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
     write(general)
     fast.refresh_from_db()
     general.refresh_from_db()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -56,6 +56,7 @@ from murmur_conversations.importers.records import (
 from murmur_conversations.messages import NormalizedMessage, normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
 from murmur_conversations.redaction import redact
+from murmur_conversations.usage import read_usage
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
@@ -79,6 +80,9 @@ class Outcome:
     usable: int = 0
     problems: int = 0
     interrupted: int = 0
+    #: Messages imported without their unreadable ``usage`` (kept in the record as
+    #: ``usage_unread``, not counted; docs/formats.md "Usage").
+    usage_unread: int = 0
     replayed: int = 0
     subagent_lines: int = 0
     bookkeeping_only: int = 0
@@ -403,15 +407,42 @@ class _Writer:
         try:
             normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
-            target.refused_ids.add(str(item.message.get("id")))
-            shown = excerpt(redact(compact_json(item.message)).value)
-            self.problem(Problem(item.line, str(error), shown))
-            return
+            kept = self._without_unreadable_usage(item)
+            if kept is None:
+                target.refused_ids.add(str(item.message.get("id")))
+                shown = excerpt(redact(compact_json(item.message)).value)
+                self.problem(Problem(item.line, str(error), shown))
+                return
+            item = kept
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
         target.messages.append((item.message, item.line, self.time(item.at), item.once, normalized))
         if len(target.messages) >= BATCH:
             self.flush()
+
+    def _without_unreadable_usage(self, item: Parsed) -> Parsed | None:
+        """A message refused only for its ``usage`` (a counter that is not a non-negative
+        integer...) is imported without it: the record keeps the value as ``usage_unread``, the
+        counters do not count it, and the line is reported (not refused). None when the message
+        is refused for something else."""
+        usage = item.message.get("usage")
+        if usage is None:
+            return None
+        try:
+            read_usage(usage)
+            return None  # the usage reads: the message is refused for another reason
+        except InvalidContent as error:
+            reason = str(error)
+        message = {k: v for k, v in item.message.items() if k != "usage"}
+        message["usage_unread"] = usage
+        try:
+            normalize_message(message, max_content_bytes=self.max_content)
+        except InvalidContent:
+            return None
+        self.outcome.usage_unread += 1
+        shown, _ = redact(f"imported without its usage, which is not counted: {reason}")
+        self.report(Problem(item.line, shown, refused=False))
+        return replace(item, message=message)
 
     def kept(self, item: Kept) -> None:
         target = self.current

@@ -175,11 +175,14 @@ class Delta:
 
 @dataclass(frozen=True)
 class Problem:
-    """A refused line (or document): ``line`` is None for a whole document or source."""
+    """A refused line (or document): ``line`` is None for a whole document or source.
+    ``refused`` False: a notice about a line that was imported (e.g. without its unreadable
+    usage)."""
 
     line: int | None
     reason: str
     excerpt: str = ""
+    refused: bool = True
 
 
 Item = (

@@ -348,7 +348,8 @@ class Importer:
         problems: list[Problem] = []
 
         def report(problem: Problem) -> None:
-            problems.append(problem)
+            if problem.refused:
+                problems.append(problem)
             self.report(source.name, problem)
 
         titles = previous.titles if previous is not None else {}

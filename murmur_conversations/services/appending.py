@@ -10,7 +10,8 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
-import murmur_conversations.services.fastpath as fastpath  # a module, so tests can swap eligible()
+import murmur_conversations.services.fastlite as fastlite  # modules, so tests can swap eligible()
+import murmur_conversations.services.fastpath as fastpath
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -361,8 +362,11 @@ def save_messages(
     records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
     fast = None
-    if fastpath.eligible(connections[using].vendor, normalized, bool(records)):
+    vendor = connections[using].vendor
+    if fastpath.eligible(vendor, normalized, bool(records)):
         fast = fastpath.try_append
+    elif fastlite.eligible(vendor, normalized, bool(records)):
+        fast = fastlite.try_append
     elif singles.available(using) and fasttools.eligible(normalized, bool(records)):
         fast = fasttools.try_append
     if fast is not None:

@@ -42,10 +42,16 @@ _USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS))
 
 
 def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_records: bool) -> bool:
-    """Whether a batch can take the single-statement path."""
+    """Whether a batch can take the single-statement path (PostgreSQL, :func:`plain`)."""
+    return connection_vendor == "postgresql" and plain(messages, has_records)
+
+
+def plain(messages: list[NormalizedMessage], has_records: bool) -> bool:
+    """Whether a batch needs no state from the database besides the counters, so a fixed
+    sequence can append it (here, and ``fastlite`` on SQLite): messages without tool calls or
+    results (injected ones may carry them), nothing redacted, no source records, no id twice."""
     return (
-        connection_vendor == "postgresql"
-        and bool(messages)
+        bool(messages)
         and not has_records
         and all(m.injected or (not m.is_tool_result and not m.calls) for m in messages)
         and not any(m.redactions for m in messages)  # their counts take the general path

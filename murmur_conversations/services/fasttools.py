@@ -1,34 +1,42 @@
 """The single-statement append on PostgreSQL for messages with tool calls and a tool result.
 
-``save_messages`` takes this path for a batch whose messages ask for tool calls with new call ids
-and/or hold one tool result (``fastpath`` takes the batches of plain messages). One statement:
+``save_messages`` takes this path for a batch whose messages ask for tool calls and/or hold one
+tool result (``fastpath`` takes the batches of plain messages). One statement:
 
-- reads the conversation's ``last_event_seq`` and the answered call as its snapshot sees them, then
-  locks the conversation row with an ``UPDATE`` that only matches when ``last_event_seq`` is still
-  that value: if another writer changed the conversation in between, nothing is written and the
-  general path runs under the lock instead, so what the statement read is what the lock protects;
+- reads the conversation's ``last_event_seq`` and the answered call (the latest call of its id,
+  docs/write-path.md "Call ids") as its snapshot sees them, then locks the conversation row with
+  an ``UPDATE`` that only matches when ``last_event_seq`` is still that value: if another writer
+  changed the conversation in between, nothing is written and the general path runs under the
+  lock instead, so what the statement read is what the lock protects;
 - inserts the record rows, the new tool calls (``pending``) and every display row (text, cards,
-  the result row with its call's name and its ``orphan``/``late`` mark), moves the answered call
-  (``completed``/``failed``/``interrupted``) and its card, and adds to the counters (and usage);
+  the result row with its call's name, linked to its call, marked ``late`` when the call had
+  ended, or ``orphan`` and counted in ``held_results`` when no call of that id exists yet: "Results
+  before their call"), moves the answered call (``completed``; ``failed`` with its output and its
+  short reason, "A failed call says why"; ``interrupted``) and its card, and adds to the counters
+  (and usage);
 - returns everything the signals need, which go through ``writing.announce`` as on the general
-  path.
+  path, the frame log's row in the same transaction (``statements.logged``).
 
-It declines (nothing written; the general path runs) for a known call id, a child conversation
-(its parent shows its steps), a result answering a call of the same batch, more than one result,
-source records, redacted secrets, repeated ids, and any race. ``tests/test_fastpath_kinds.py``
-proves it writes exactly what the general path writes. Private to ``murmur_conversations.services``.
+It declines (nothing written; the general path runs) for a call id that names an open call (no
+new call then) or that results are held for (they are adopted), a child conversation asking for
+calls (its parent shows its steps), a result answering a call of the same batch, more than one
+result, source records, redacted secrets, repeated ids, and any race.
+``tests/test_fastpath_kinds.py`` proves it writes exactly what the general path writes. Private
+to ``murmur_conversations.services``.
 """
 
 from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from murmur_conversations import jsonenc
+from murmur_conversations.exits import failure_reason
 from murmur_conversations.ids import new_call_id
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import (
+    OPEN_TOOL_STATUSES,
     TERMINAL_TOOL_STATUSES,
     ContentType,
     Conversation,
@@ -43,22 +51,12 @@ from murmur_conversations.services import fastpath, singles, statements
 from murmur_conversations.services.writing import announce
 
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_TOOL_STATUSES))
-_SHOWN = ", ".join(
-    f"'{s}'" for s in (ToolStatus.EXECUTING, ToolStatus.COMPLETED, ToolStatus.INTERRUPTED)
-)
-
-
-#: The statement predates the truthful record (docs/write-path.md "One statement per write": call
-#: ids per round, early results held, failure reasons) and does not write what the general path
-#: writes for all of it yet, so it steps aside for every batch.
-ENABLED: Final = False
+_OPEN = ", ".join(f"'{s}'" for s in sorted(OPEN_TOOL_STATUSES))
 
 
 def eligible(messages: list[NormalizedMessage], has_records: bool) -> bool:
-    """Whether a batch (already not plain) can take this path; see the module docstring. Off for
-    now (``ENABLED``): every batch with tool calls or results takes the general path."""
-    if not ENABLED:
-        return False
+    """Whether a batch (already not plain) can take this path; see the module docstring (what
+    only the database knows, open calls and held results, is checked by the statement)."""
     if not messages or has_records or any(m.redactions for m in messages):
         return False
     if len({m.message_id for m in messages}) != len(messages):
@@ -73,17 +71,6 @@ def eligible(messages: list[NormalizedMessage], has_records: bool) -> bool:
     if len(set(asked)) != len(asked):
         return False
     return not (results and results[0].tool_call_id in asked)
-
-
-def _card_metadata(call: str) -> str:
-    """``update_card`` in SQL: the card's metadata after its call ``call`` moved."""
-    return f"""d."metadata"
-      || CASE WHEN {call}."display_text" <> '' AND {call}."status" IN ({_SHOWN})
-         THEN jsonb_build_object('display_text', {call}."display_text") ELSE '{{}}' END
-      || CASE WHEN {call}."status" = '{ToolStatus.COMPLETED}'
-         THEN jsonb_build_object('result', {call}."result") ELSE '{{}}' END
-      || CASE WHEN {call}."status" = '{ToolStatus.FAILED}'
-         THEN jsonb_build_object('error', {call}."error") ELSE '{{}}' END"""
 
 
 @functools.cache
@@ -101,10 +88,13 @@ def statement(with_usage: bool, check_ids: bool, with_calls: bool) -> str:
         if check_ids
         else ""
     )
+    # New calls: not in a child (its parent shows its steps), no open call of the same id (the
+    # general path adds nothing for those), no held results to adopt.
     new_calls = (
         f"""
-    AND "parent_id" IS NULL
+    AND "parent_id" IS NULL AND "held_results" = 0
     AND NOT EXISTS (SELECT 1 FROM "{calls}" WHERE "conversation_id" = %(conversation)s::uuid
+      AND "status" IN ({_OPEN})
       AND "call_id" IN (SELECT x ->> 'id' FROM jsonb_array_elements(%(calls)s::jsonb) AS x))"""
         if with_calls
         else ""
@@ -115,12 +105,15 @@ WITH snap AS (
 ), o AS (
   SELECT "id", "call_id", "name", "status" FROM "{calls}"
   WHERE "conversation_id" = %(conversation)s::uuid AND "call_id" = %(rid)s::varchar
+  ORDER BY "id" DESC LIMIT 1
 ), c AS (
   UPDATE "{conv}" SET
     "record_length" = "record_length" + %(n)s,
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
     "tool_call_count" = "tool_call_count" + %(nc)s,
+    "held_results" = "held_results"
+      + CASE WHEN %(rid)s::varchar <> '' AND NOT EXISTS (SELECT 1 FROM o) THEN 1 ELSE 0 END,
     "last_event_seq" = "last_event_seq" + 1,{usage_update}
     "saved_at" = GREATEST("saved_at", %(saved)s::timestamptz)
   WHERE "id" = %(conversation)s::uuid AND "last_event_seq" = (SELECT e FROM snap){known}{new_calls}
@@ -146,8 +139,10 @@ WITH snap AS (
     "status" = %(st)s::varchar,
     "event_seq" = c."last_event_seq",
     "result" = CASE WHEN %(st)s::varchar = '{ToolStatus.COMPLETED}' THEN %(rc)s::jsonb -> 0
+                    WHEN %(st)s::varchar = '{ToolStatus.FAILED}'
+                    THEN COALESCE(%(rc)s::jsonb -> 0, t."result")
                ELSE t."result" END,
-    "error" = CASE WHEN %(st)s::varchar = '{ToolStatus.FAILED}' THEN %(rc)s::jsonb -> 0
+    "error" = CASE WHEN %(st)s::varchar = '{ToolStatus.FAILED}' THEN %(re)s::jsonb -> 0
               ELSE t."error" END,
     "interrupt_reason" = CASE WHEN %(st)s::varchar = '{ToolStatus.INTERRUPTED}'
                          THEN '{InterruptReason.AWAITING_INPUT}' ELSE '' END,
@@ -159,7 +154,7 @@ WITH snap AS (
 ), cd AS (
   UPDATE "{disp}" AS d SET
     "status" = mv."status",
-    "metadata" = {_card_metadata("mv")},
+    "metadata" = {singles.card_metadata("mv")},
     "event_seq" = mv."event_seq",
     "updated_at" = %(rt)s::timestamptz
   FROM mv
@@ -234,7 +229,8 @@ def try_append(
                 "i": index,
                 "id": message.message_id,
                 "role": message.role,
-                "c": [message.content],
+                # JSON null content is SQL NULL, as the general path's JSONField stores it.
+                "c": None if message.null_content else [message.content],
                 "tc": message.tool_call_id,
                 "e": message.is_error,
                 "s": message.source_id,
@@ -315,7 +311,13 @@ def try_append(
         "calls": jsonenc.dumps(new_calls),
         "rid": result.tool_call_id if result is not None else "",
         "st": _result_status(result) if result is not None else "",
-        "rc": jsonenc.dumps([result.content if result is not None else None]),
+        # The result's content as the call keeps it, and a failed call's short reason.
+        "rc": jsonenc.dumps([result.content]) if result is not None else None,
+        "re": (
+            jsonenc.dumps([failure_reason(result.content, result.extra)])
+            if result is not None and _result_status(result) == ToolStatus.FAILED
+            else None
+        ),
         "rt": result_stamp,
     }
     if any(message.id_given for message in messages):
@@ -323,10 +325,15 @@ def try_append(
     if any(message.usage is not None for message in messages):
         fastpath.usage_parameters(params, messages)
     sql = statement("u_index" in params, "ids" in params, bool(new_calls))
-    rows_back = singles.run(using, sql, params)
-    if not rows_back or rows_back[0][0] is None:
-        return None
-    return _rebuild(using, rows_back[0], plan, stamps, result)
+
+    def work() -> tuple[Conversation, list[DisplayMessage]] | None:
+        rows_back = singles.run(using, sql, params)
+        if not rows_back or rows_back[0][0] is None:
+            return None
+        return _rebuild(using, rows_back[0], plan, stamps, result)
+
+    # With the frame log on, its row (written by announce) commits with the statement.
+    return statements.logged(using, work)
 
 
 def _rebuild(

@@ -178,7 +178,7 @@ class Command(BaseCommand):
             dry_run=options["dry_run"],
             table=bool(folders) or len(sources) > 1,
         )
-        self._exit(results)
+        self._exit(results, options["dry_run"])
 
     def _importer(
         self, owner: Any, fmt: str, conversation_id: str | None, dry_run: bool, final: bool = True
@@ -220,7 +220,7 @@ class Command(BaseCommand):
             self._table(results, time.monotonic() - started, progress.lines, total)
         return results
 
-    def _exit(self, results: list[FileResult]) -> None:
+    def _exit(self, results: list[FileResult], dry_run: bool = False) -> None:
         if not any(r.ok for r in results):
             raise CommandError("no source had a usable line; nothing was imported", returncode=2)
         problems = sum(len(r.problems) for r in results if r.status != "refused")
@@ -228,7 +228,7 @@ class Command(BaseCommand):
         if problems or refused:
             raise CommandError(
                 f"{problems} line(s) and {refused} source(s) refused; see the messages "
-                "above. Every other line was imported.",
+                f"above. Every other line {'would be' if dry_run else 'was'} imported.",
                 returncode=1,
             )
 
@@ -396,9 +396,10 @@ class Command(BaseCommand):
         if not outcome.usable:
             raise CommandError("the source had no usable line; nothing was imported", returncode=2)
         if outcome.problems or refused:
+            rest = "would be imported" if dry_run else "was imported"
             raise CommandError(
                 f"{outcome.problems + refused} line(s) refused; see the messages above. Every "
-                "other line was imported.",
+                f"other line {rest}.",
                 returncode=1,
             )
 
@@ -495,6 +496,8 @@ class Command(BaseCommand):
                 f"{outcome.unknown} unknown record(s) kept, "
                 f"{outcome.interrupted} open call(s) interrupted, {outcome.problems} refused"
             )
+        if outcome.usage_unread:
+            text += f"; {outcome.usage_unread} message(s) without their unreadable usage"
         if outcome.unknown_kinds:
             text += "; unknown kinds:" + _kinds(outcome)
         if outcome.replayed:
