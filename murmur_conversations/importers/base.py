@@ -414,6 +414,7 @@ class _Writer:
                 self.problem(Problem(item.line, str(error), shown))
                 return
             item = kept
+            normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
         target.messages.append((item.message, item.line, self.time(item.at), item.once, normalized))
