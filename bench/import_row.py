@@ -44,7 +44,8 @@ FORMATS = {  # format: (corpus file, the largest real session of it; share of th
     ),
 }
 _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_CALL = re.compile(rb"\b(toolu|call|msg|fc|rs)_[A-Za-z0-9]+")
+#: A tool-call-like id (``call_...``), never a key that looks like one (``"call_id":``).
+_CALL = re.compile(rb'\b(toolu|call|msg|fc|rs)_[A-Za-z0-9]+\b(?!":)')
 
 
 def corpus_dir() -> Path | None:

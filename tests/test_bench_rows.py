@@ -53,6 +53,15 @@ def test_rewrite_ids_is_consistent_within_a_copy_and_new_across_copies() -> None
     assert rewrite_ids(line, 1) == one
 
 
+def test_rewrite_ids_keeps_keys_that_look_like_ids() -> None:
+    """A Codex rollout's ``"call_id"`` key stays a key (its value is rewritten), so the copies
+    keep their calls paired with their outputs."""
+    line = b'{"payload":{"type":"function_call","call_id":"call_gL2iTwQb","rs_1":"rs_9"}}'
+    payload = json.loads(rewrite_ids(line, 3))["payload"]
+    assert payload["call_id"] == "call_gL2iTwQbc3"
+    assert payload["rs_1"] == "rs_9c3"
+
+
 def test_replicate_reaches_the_size(tmp_path: Path) -> None:
     source = tmp_path / "s.jsonl"
     source.write_bytes(b'{"sessionId":"5877060c-0a35-4f68-90a6-fdaa3727859a"}\n' * 100)

@@ -53,7 +53,7 @@ from murmur_conversations.importers.records import (
     excerpt,
     prompt_title,
 )
-from murmur_conversations.messages import normalize_message
+from murmur_conversations.messages import NormalizedMessage, normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
 from murmur_conversations.redaction import redact
 from murmur_conversations.usage import read_usage
@@ -114,7 +114,9 @@ def _external_id(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-Held = tuple[dict[str, Any], int | None, datetime | None, bool]
+#: A message held for the next write: as parsed, its line, its time, ``once``, and as validated
+#: (``normalize_message``, handed to ``save_messages`` so it is not normalized twice).
+Held = tuple[dict[str, Any], int | None, datetime | None, bool, NormalizedMessage]
 
 
 @dataclass
@@ -305,7 +307,7 @@ class _Writer:
         return next(
             (
                 prompt_title(m.get("content"))
-                for m, _, _, _ in target.messages
+                for m, _, _, _, _ in target.messages
                 if m.get("role") == "user" and not m.get("injected") and not m.get("tool_call_id")
             ),
             "",
@@ -403,7 +405,7 @@ class _Writer:
     def message(self, item: Parsed) -> None:
         target = self.current
         try:
-            normalize_message(item.message, max_content_bytes=self.max_content)
+            normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
             kept = self._without_unreadable_usage(item)
             if kept is None:
@@ -412,9 +414,10 @@ class _Writer:
                 self.problem(Problem(item.line, str(error), shown))
                 return
             item = kept
+            normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
-        target.messages.append((item.message, item.line, self.time(item.at), item.once))
+        target.messages.append((item.message, item.line, self.time(item.at), item.once, normalized))
         if len(target.messages) >= BATCH:
             self.flush()
 
@@ -491,7 +494,7 @@ class _Writer:
         target.messages = []
         records, target.records = target.records, []
         before = conversation.record_length
-        times = [at for _, _, at, _ in messages]
+        times = [at for _, _, at, _, _ in messages]
         stamped = [t for t in times if t is not None]
         if stamped:
             pk = str(conversation.pk)
@@ -502,14 +505,14 @@ class _Writer:
             _retry(
                 lambda: services.save_messages(
                     conversation=conversation,
-                    messages=[m for m, _, _, _ in messages],
+                    messages=[n for _, _, _, _, n in messages],
                     source=self.source,
                     source_records=records,
                     times=times,
                 )
             )
         except ConversationsError as error:
-            lines = [line for _, line, _, _ in messages if line is not None]
+            lines = [line for _, line, _, _, _ in messages if line is not None]
             where = f"lines {min(lines)}-{max(lines)}" if lines else "a batch of messages"
             self.problem(Problem(None, f"{where} not saved: {error}"))
             return
@@ -521,7 +524,7 @@ class _Writer:
     ) -> list[Held]:
         """Drop ``once`` tool results whose call already has a result under another message id
         (a resumed session writing its turns again; docs/formats.md "Replayed turns")."""
-        wanted = {str(m.get("tool_call_id")) for m, _, _, once in messages if once}
+        wanted = {str(m.get("tool_call_id")) for m, _, _, once, _ in messages if once}
         if not wanted:
             return messages
         answered = dict(
@@ -531,7 +534,7 @@ class _Writer:
         )
         kept = []
         for entry in messages:
-            message, _, _, once = entry
+            message, _, _, once, _ = entry
             call_id = str(message.get("tool_call_id"))
             if once and call_id in answered and answered[call_id] != message.get("id"):
                 self.outcome.replayed += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from murmur_conversations.messages import NormalizedMessage
 from murmur_conversations.models import Message, MessageUsage
+from murmur_conversations.services import bulkcopy
 from murmur_conversations.services.writing import Write
 from murmur_conversations.usage import COUNTERS, add_by_model
 
@@ -44,5 +45,5 @@ def count_usage(
         by_model = add_by_model(by_model, message.model, message.usage)
     if rows:
         conversation.usage_by_model = by_model
-        MessageUsage.objects.using(write.using).bulk_create(rows, batch_size=1000)
+        bulkcopy.insert(write.using, MessageUsage, rows)
         write.extra_fields |= USAGE_FIELDS

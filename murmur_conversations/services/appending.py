@@ -31,7 +31,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact
-from murmur_conversations.services import fasttools, singles
+from murmur_conversations.services import bulkcopy, fasttools, singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
@@ -316,7 +316,7 @@ def _insert_source_records(
         ).values_list("source_key", flat=True)
     )
     fresh = [o for o in objects if o.source_key not in existing]
-    manager.bulk_create(fresh, batch_size=1000)
+    bulkcopy.insert(write.using, SourceRecord, fresh)
     for record in fresh:
         write.redactions.update(redactions[record.source_key])
     return len(fresh)
@@ -325,7 +325,7 @@ def _insert_source_records(
 def save_messages(
     *,
     conversation: ConversationRef,
-    messages: Iterable[dict[str, Any]],
+    messages: Iterable[dict[str, Any] | NormalizedMessage],
     source: str | None = None,
     source_records: Iterable[dict[str, Any]] | None = None,
     times: Sequence[datetime | None] | None = None,
@@ -339,7 +339,9 @@ def save_messages(
     becomes the latest of them unless the stored one is later. Positions, seqs and event_seq still
     come from the locked counters, never from times.
 
-    Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``).
+    Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``),
+    or what ``messages.normalize_message`` returned for it with this app's ``MAX_CONTENT_BYTES``
+    (an importer that validated it first), taken as it is rather than normalized a second time.
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
     Returns the display rows of every given message in ``seq`` order, existing ones included.
     ``source_records`` (with ``source``, the format name) are saved as ``save_source_records`` does.
@@ -349,6 +351,9 @@ def save_messages(
     limit = app_settings.max_content_bytes
     normalized: list[NormalizedMessage] = []
     for index, message in enumerate(check_items(messages, what="messages")):
+        if isinstance(message, NormalizedMessage):
+            normalized.append(message)
+            continue
         try:
             normalized.append(normalize_message(message, max_content_bytes=limit))
         except InvalidContent as error:
@@ -456,13 +461,13 @@ def _write_messages(
             created_at=write.now,
         )
         _plan_message(write, batch, message)
-    Message.objects.using(write.using).bulk_create(record.values(), batch_size=1000)
+    bulkcopy.insert(write.using, Message, list(record.values()))
     count_usage(write, fresh, record)
     # Existing calls that ended are saved first: a new call may reuse the id of one of them, and
     # a call id is unique among open calls (murmur_toolcall_open_call_id_uniq).
     new_calls = {id(call) for call in batch.new_calls}
     save_calls(write, [c for c in write.calls_changed.values() if id(c) not in new_calls])
-    ToolCall.objects.using(write.using).bulk_create(batch.new_calls, batch_size=1000)
+    bulkcopy.insert(write.using, ToolCall, batch.new_calls)
     if batch.new_calls:
         conv.tool_call_count += len(batch.new_calls)
         write.parent_news = True  # a child's steps grew
@@ -471,7 +476,7 @@ def _write_messages(
         if source_message is not None:
             row.message = record[id(source_message)]
         new_rows.append(row)
-    DisplayMessage.objects.using(write.using).bulk_create(new_rows, batch_size=1000)
+    bulkcopy.insert(write.using, DisplayMessage, new_rows)
     if batch.adopted:  # held results stored earlier now belong to their new call
         DisplayMessage.objects.using(write.using).bulk_update(batch.adopted, ["tool_call"])
     write.save_rows(list(write.updated.values()))
