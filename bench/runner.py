@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         for track in tracks:
             print(f"track {track.name} ...", file=sys.stderr)
             results[track.name] = run_track(track, sizes, rounds, warmup)
+            # Each track's table as soon as it is measured (stderr): a run stopped later, by a
+            # timeout or a failing row, keeps what it measured. The whole report follows at the end.
+            print(render({track.name: results[track.name]}, [], []), file=sys.stderr, flush=True)
         wanted = [name for name in rows.ROWS if name in parts]
         if wanted:
             django_setup.use_alias("default")
