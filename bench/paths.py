@@ -107,7 +107,7 @@ def _redaction_off(operation: Callable[[], object]) -> Callable[[], object]:
 FRAME_LOG_OFF = "ours, frame log off"
 
 
-def _frame_log_off(operation: Callable[[], object]) -> Callable[[], object]:
+def frame_log_off(operation: Callable[[], object]) -> Callable[[], object]:
     """``operation`` with ``MURMUR_CONVERSATIONS["FRAME_LOG"] = False`` (docs/websocket.md "The
     frame log"), the settings object swapped for the call: what logging each event's frames costs
     a write, as its own line."""
@@ -237,7 +237,7 @@ def append_one(track: Track, sizes: Sizes) -> Benchmark:
         Variant(REDACTION_OFF, _redaction_off(ours_off), sizes.append_ops),
         Variant(
             FRAME_LOG_OFF,
-            _frame_log_off(_one(conversation=_new_conversation("bench append one (no log)"))),
+            frame_log_off(_one(conversation=_new_conversation("bench append one (no log)"))),
             sizes.append_ops,
         ),
         _without_index(track, "ours save_message", _one(), sizes.append_ops),
