@@ -73,11 +73,13 @@ def _write(name: str, bad: Any, folder: Path) -> tuple[Path, int]:
     return path, count
 
 
-def _records(owner: User) -> list[tuple[str, str]]:
+def _records(owner: User) -> list[tuple[str, str, str]]:
+    """The owner's record messages, by the source's conversation key then position (a log's
+    conversations may share a creation time)."""
     return list(
         Message.objects.filter(conversation__owner=owner)
-        .order_by("conversation__created_at", "position")
-        .values_list("role", "message_id")
+        .order_by("conversation__external_id", "position")
+        .values_list("conversation__external_id", "role", "message_id")
     )
 
 
