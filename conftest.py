@@ -85,6 +85,26 @@ def _release_the_worker_thread_connection(request: pytest.FixtureRequest) -> Ite
         SyncToAsync.single_thread_executor.submit(connections.close_all).result()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test databases, and before they are dropped: on PostgreSQL, the sessions
+    other threads of this process still hold on them are ended (a frame-log poller's or an access
+    check's worker thread keeps its own connection; ``DROP DATABASE`` refuses a database in use,
+    which failed the run's teardown whenever a realtime test ran last)."""
+    yield
+    with django_db_blocker.unblock():
+        for alias in connections:
+            db = connections[alias]
+            if db.vendor != "postgresql":
+                continue
+            with db.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            db.close()
+
+
 _counter = itertools.count(1)
 
 
