@@ -118,7 +118,7 @@ def langchain_sqlite_history(path: str) -> LangchainHistory:
 
     engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 20})
 
-    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "connect")  # type: ignore[misc,untyped-decorator,unused-ignore]
     def pragmas(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.execute("PRAGMA journal_mode=WAL")
         dbapi_connection.execute("PRAGMA synchronous=NORMAL")
