@@ -100,13 +100,11 @@ def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
         result_ids = {m.tool_call_id for m in messages if m.is_tool_result}
         touched = [call.pk for call_id, call in calls.items() if call_id in result_ids]
         if touched:
+            # By the call alone (its pk implies the conversation): with the conversation in the
+            # filter, SQLite walked every row of the conversation by its (conversation, seq) key.
             for row in (
                 DisplayMessage.objects.using(write.using)
-                .filter(
-                    conversation=conversation,
-                    tool_call_id__in=touched,
-                    content_type=ContentType.TOOL_CALL,
-                )
+                .filter(tool_call_id__in=touched, content_type=ContentType.TOOL_CALL)
                 .select_related("tool_call")
             ):
                 rows[row.tool_call.call_id] = row  # type: ignore[union-attr]
@@ -341,7 +339,9 @@ def save_messages(
 
     Each message is the dict described in docs/write-path.md (see ``messages.normalize_message``),
     or what ``messages.normalize_message`` returned for it with this app's ``MAX_CONTENT_BYTES``
-    (an importer that validated it first), taken as it is rather than normalized a second time.
+    (an importer that validated it first), taken as it is rather than normalized a second time; any
+    other ``NormalizedMessage`` (built by hand, or checked against another limit) raises
+    ``InvalidContent``, since it was never validated, cleaned or redacted.
     A message whose ``id`` is already in the conversation (or earlier in the batch) adds nothing.
     Returns the display rows of every given message in ``seq`` order, existing ones included.
     ``source_records`` (with ``source``, the format name) are saved as ``save_source_records`` does.
@@ -352,6 +352,12 @@ def save_messages(
     normalized: list[NormalizedMessage] = []
     for index, message in enumerate(check_items(messages, what="messages")):
         if isinstance(message, NormalizedMessage):
+            if message.checked_limit != limit:  # built by hand, or checked against another limit
+                raise InvalidContent(
+                    f"message {index}: a NormalizedMessage is taken only as "
+                    "messages.normalize_message returned it with MAX_CONTENT_BYTES; "
+                    "pass the message dict instead"
+                )
             normalized.append(message)
             continue
         try:

@@ -176,10 +176,8 @@ def resolve_tool_result(
                 r
                 for r in DisplayMessage.objects.using(write.using)
                 .filter(
-                    conversation=write.conversation,
-                    tool_call=call,
-                    content_type=ContentType.TOOL_RESULT,
-                )
+                    tool_call=call, content_type=ContentType.TOOL_RESULT
+                )  # call implies the conversation
                 .order_by("-seq")
                 if r.content.get("is_interrupt") is True
             ),
