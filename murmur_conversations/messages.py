@@ -67,6 +67,10 @@ class NormalizedMessage:
     #: ``content`` was given as JSON null (or left out): the record keeps null, while ``content``
     #: is "" for the display rows and results (docs/write-path.md "The message as the model saw it").
     null_content: bool = False
+    #: The ``max_content_bytes`` ``normalize_message`` checked this message against; None for an
+    #: instance built by hand, which ``services.save_messages`` refuses (it was never validated,
+    #: cleaned or redacted).
+    checked_limit: int | None = field(default=None, repr=False)
 
     @property
     def record_content(self) -> str | list[Any] | None:
@@ -213,6 +217,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
         calls=[] if tool_call_id else _calls(content, message),
         redactions=redactions,
         null_content=null_content,
+        checked_limit=max_content_bytes,
         **_usage(role, message),
     )
 

@@ -9,6 +9,7 @@ secret scanner would flag.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import zipfile
@@ -26,7 +27,10 @@ from hypothesis import strategies as st
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from murmur_conversations import checks, redaction, services, signals
+from murmur_conversations.conf import app_settings
+from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.exporters import export_murmur
+from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
@@ -319,6 +323,31 @@ def test_counts_are_kept_in_the_write_and_a_known_id_adds_none(conversation: Con
     services.update_conversation(conversation=conversation, title=same_title)
     services.update_conversation(conversation=conversation, title=same_title)  # no change
     assert counts_of(conversation) == {"github-token": 4}
+
+
+def test_save_messages_takes_only_what_normalize_message_returned(
+    conversation: Conversation,
+) -> None:
+    """A ``NormalizedMessage`` skips normalisation in ``save_messages`` (importers validate first);
+    one built by hand, or checked against another limit, was never validated or redacted, and is
+    refused before anything is written."""
+    secret = SECRETS["github-token"]
+    limit = app_settings.max_content_bytes
+    checked = normalize_message(
+        {"id": "ok", "role": "user", "content": secret}, max_content_bytes=limit
+    )
+    assert secret not in json.dumps(checked.content)
+    by_hand = dataclasses.replace(checked, message_id="raw", content=secret, checked_limit=None)
+    other_limit = normalize_message(
+        {"id": "big", "role": "user", "content": "x"}, max_content_bytes=limit + 1
+    )
+    for bad in (by_hand, other_limit):
+        with pytest.raises(InvalidContent, match="message 1: a NormalizedMessage"):
+            services.save_messages(conversation=conversation, messages=[checked, bad])
+    assert not Message.objects.filter(conversation=conversation).exists()
+    services.save_messages(conversation=conversation, messages=[checked])
+    stored = Message.objects.get(conversation=conversation)
+    assert (stored.message_id, secret in json.dumps(stored.content)) == ("ok", False)
 
 
 def test_a_start_title_and_metadata_are_redacted_and_counted(user: User) -> None:
