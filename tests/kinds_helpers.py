@@ -233,15 +233,20 @@ def placeholders(text: str) -> Any:
             return {k: walk(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v, key) for v in value]
-        if isinstance(value, str) and (key == "id" or UUID_PATTERN.fullmatch(value)):
-            return names.setdefault(value, f"<id {len(names)}>")
+        if isinstance(value, str | int) and (key == "id" or UUID_PATTERN.fullmatch(str(value))):
+            return names.setdefault(str(value), f"<id {len(names)}>")
         return value
 
     return walk(json.loads(text)) if text else text
 
 
-def announced(write: Callable[[], object]) -> tuple[object, list[tuple[Any, ...]]]:
-    """Run ``write``: what it returned and the signals it sent, in order, with what they carry."""
+def announced(
+    write: Callable[[], object],
+    row: Callable[[DisplayMessage], tuple[Any, ...]] | None = None,
+) -> tuple[object, list[tuple[Any, ...]]]:
+    """Run ``write``: what it returned and the signals it sent, in order, with what they carry
+    (each display row as ``row`` gives it; ``row_values`` by default)."""
+    row = row or row_values
     sent: list[tuple[Any, ...]] = []
     names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
     names_of = {getattr(signals, name): name for name in names}
@@ -254,7 +259,7 @@ def announced(write: Callable[[], object]) -> tuple[object, list[tuple[Any, ...]
             (
                 names_of[signal],
                 kwargs["event_seq"],
-                [row_values(r) for r in rows],
+                [row(r) for r in rows],
                 None if call is None else (call.call_id, call.status, call.result, call.error),
                 (conversation.status, conversation.pending_ask, conversation.last_event_seq),
             )

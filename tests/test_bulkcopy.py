@@ -8,21 +8,17 @@ frame log, and return and announce the same (docs/write-path.md "Large batches: 
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
 import pytest
 from django.db import connection
-from django.dispatch import Signal
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from murmur_conversations import services, signals
+from murmur_conversations import services
 from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
@@ -35,6 +31,7 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.services import bulkcopy, fastpath
 from tests.helpers import MakeConversation, assert_counters_match_rows
+from tests.kinds_helpers import announced, placeholders
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -120,26 +117,6 @@ def _save(conversation: Conversation, ops: list[Any], keys: list[str], step: int
     return [_row(row) for row in rows]
 
 
-_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
-
-
-def _placeholders(text: str) -> Any:
-    """A frame-log text, parsed, with the ids that differ between two conversations (uuids, row
-    ids) replaced by placeholders in order of appearance."""
-    names: dict[str, str] = {}
-
-    def walk(value: Any, key: str = "") -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v, key) for v in value]
-        if isinstance(value, str | int) and (key == "id" or _UUID.fullmatch(str(value))):
-            return names.setdefault(str(value), f"<id {len(names)}>")
-        return value
-
-    return walk(json.loads(text)) if text else text
-
-
 def _state(conversation: Conversation) -> dict[str, Any]:
     conversation.refresh_from_db()
     fields = [
@@ -204,7 +181,7 @@ def _state(conversation: Conversation) -> dict[str, Any]:
             RedactionCount.objects.filter(**owned).values_list("detector", "count")
         ),
         "frame_log": [
-            (event_seq, kind, _placeholders(frames), _placeholders(sidebar))
+            (event_seq, kind, placeholders(frames), placeholders(sidebar))
             for event_seq, kind, frames, sidebar in FrameLogEntry.objects.filter(
                 conversation_id=conversation.pk
             )
@@ -212,35 +189,6 @@ def _state(conversation: Conversation) -> dict[str, Any]:
             .values_list("event_seq", "kind", "frames", "sidebar")
         ],
     }
-
-
-def _announced(write: Callable[[], object]) -> tuple[object, list[tuple[Any, ...]]]:
-    """Run ``write``: what it returned and the signals it sent, in order, with what they carry."""
-    sent: list[tuple[Any, ...]] = []
-    names = [name for name in signals.__all__ if name not in ("conversation_deleted", "delta")]
-    names_of = {getattr(signals, name): name for name in names}
-
-    def receiver(sender: object, signal: Signal, **kwargs: Any) -> None:
-        rows = kwargs.get("rows") or ([kwargs["row"]] if "row" in kwargs else [])
-        call = kwargs.get("tool_call")
-        sent.append(
-            (
-                names_of[signal],
-                kwargs["event_seq"],
-                [_row(r) for r in rows],
-                None if call is None else (call.call_id, call.status, call.result, call.error),
-                kwargs["conversation"].last_event_seq,
-            )
-        )
-
-    for signal in names_of:
-        signal.connect(receiver)
-    try:
-        value = write()
-    finally:
-        for signal in names_of:
-            signal.disconnect(receiver)
-    return value, sent
 
 
 @settings(
@@ -263,9 +211,9 @@ def test_copy_writes_what_insert_writes(
     for step, (ops, keys) in enumerate(batches):
         clock["now"] = START + timedelta(hours=step + 1)
         monkeypatch.setattr(bulkcopy, "MIN_ROWS", 1)
-        by_copy = _announced(partial(_save, copied, ops, keys, step))
+        by_copy = announced(partial(_save, copied, ops, keys, step), _row)
         monkeypatch.setattr(bulkcopy, "MIN_ROWS", 10**9)
-        by_insert = _announced(partial(_save, inserted, ops, keys, step))
+        by_insert = announced(partial(_save, inserted, ops, keys, step), _row)
         assert by_copy == by_insert, (ops, keys)
     assert _state(copied) == _state(inserted)
     assert_counters_match_rows(copied)
