@@ -190,9 +190,11 @@ def check_ticket_cache(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
     """Websocket tickets need a cache that keeps what it is given (E034: the dummy cache keeps
-    nothing, so no ticket could ever be redeemed) and that every process shares: with a channel
-    layer that spans processes (W034), a local-memory ticket cache only works when the process
-    that issues a ticket is the one its socket reaches (docs/deployment.md "Tickets")."""
+    nothing, so no ticket could ever be redeemed; W035: a local-memory, file or database cache
+    left at Django's default ``MAX_ENTRIES`` of 300 culls tickets once more are alive) and that
+    every process shares: with a channel layer that spans processes (W034), a local-memory ticket
+    cache only works when the process that issues a ticket is the one its socket reaches
+    (docs/deployment.md "Tickets"). The warnings are left out with ``DEBUG`` on."""
     from murmur_conversations.realtime import layer_is_process_local
 
     user = getattr(settings, "MURMUR_CONVERSATIONS", {})
@@ -207,13 +209,16 @@ def check_ticket_cache(
                 "Point TICKET_CACHE at a real cache (Redis, Memcached, database, file).",
             )
         ]
-    if backend.endswith(".LocMemCache") and not settings.DEBUG:
+    if settings.DEBUG:
+        return []
+    messages: list[CheckMessage] = []
+    if backend.endswith(".LocMemCache"):
         try:
             spans_processes = not layer_is_process_local()
         except Exception:  # a misconfigured layer is reported by Channels itself
             spans_processes = False
         if spans_processes:
-            return [
+            messages.append(
                 _warning(
                     "murmur_conversations.W034",
                     f"The ticket cache {name!r} is a local-memory cache but the channel layer "
@@ -221,8 +226,26 @@ def check_ticket_cache(
                     "another.",
                     "Use a shared cache (Redis, Memcached, database) for TICKET_CACHE.",
                 )
-            ]
-    return []
+            )
+    options = settings.CACHES[name].get("OPTIONS") if backend else None
+    if backend.endswith(_CULLING_CACHES) and "MAX_ENTRIES" not in (
+        options if isinstance(options, dict) else {}
+    ):
+        messages.append(
+            _warning(
+                "murmur_conversations.W035",
+                f"The ticket cache {name!r} keeps Django's default of 300 entries and culls the "
+                "rest: when more websocket tickets than that are alive (each lives 60 seconds), "
+                "earlier ones are dropped and their sockets close 4401.",
+                f'Set CACHES["{name}"]["OPTIONS"]["MAX_ENTRIES"] above the tickets issued per '
+                "minute at your peak plus the cache's other entries, or use Redis or Memcached.",
+            )
+        )
+    return messages
+
+
+#: Django's cache backends that hold at most ``MAX_ENTRIES`` entries (300 unless set) and cull.
+_CULLING_CACHES = (".LocMemCache", ".FileBasedCache", ".DatabaseCache")
 
 
 def _check_sharing(private_tools: Any, share_url: Any) -> list[CheckMessage]:

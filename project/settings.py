@@ -163,7 +163,13 @@ def caches_from_env() -> dict[str, Any]:
                 "KEY_PREFIX": os.environ.get("MURMUR_CHANNEL_PREFIX", "murmur-demo"),
             }
         }
-    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Django's default of 300 entries would cull websocket tickets (W035).
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    }
 
 
 CACHES = caches_from_env()

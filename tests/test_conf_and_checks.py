@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.checks import CheckMessage
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -165,6 +166,7 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
         "E034",
         "W020",
         "W034",
+        "W035",
     }
     assert {check_id for check_id in used if check_id not in readme} == set()
 
@@ -218,7 +220,10 @@ def test_the_ticket_cache_must_keep_and_share_tickets(settings: Settings) -> Non
     """A dummy ticket cache is an error; a local-memory one with a layer that spans processes
     (with DEBUG off) a warning; a shared one, or one process, passes."""
     dummy = {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}
-    local = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    local = {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    }
     redis_layer = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
@@ -237,3 +242,61 @@ def test_the_ticket_cache_must_keep_and_share_tickets(settings: Settings) -> Non
     assert ids(checks.check_ticket_cache()) == ["murmur_conversations.W034"]
     settings.DEBUG = True
     assert ids(checks.check_ticket_cache()) == []
+
+
+@pytest.mark.parametrize(
+    "backend", ["locmem.LocMemCache", "filebased.FileBasedCache", "db.DatabaseCache"]
+)
+def test_a_ticket_cache_left_at_300_entries_is_a_warning(settings: Settings, backend: str) -> None:
+    """Django's culling caches keep 300 entries unless told otherwise: the 301st live ticket
+    drops earlier ones (W035); a MAX_ENTRIES of the host's choosing, a cache that does not cull,
+    or DEBUG on, pass."""
+    settings.DEBUG = False
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "murmur_conversations.realtime.layers.ProcessLocalChannelLayer"}
+    }
+    cache = {"BACKEND": f"django.core.cache.backends.{backend}", "LOCATION": "murmur-w035"}
+    settings.CACHES = {"default": cache}
+    assert ids(checks.check_ticket_cache()) == ["murmur_conversations.W035"]
+    settings.CACHES = {"default": {**cache, "OPTIONS": {"CULL_FREQUENCY": 2}}}
+    assert ids(checks.check_ticket_cache()) == ["murmur_conversations.W035"]
+    settings.CACHES = {"default": {**cache, "OPTIONS": {"MAX_ENTRIES": 5_000}}}
+    assert ids(checks.check_ticket_cache()) == []
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://x",
+        }
+    }
+    assert ids(checks.check_ticket_cache()) == []
+    settings.CACHES = {"default": cache}
+    settings.DEBUG = True
+    assert ids(checks.check_ticket_cache()) == []
+
+
+@pytest.mark.django_db
+def test_the_300_entry_default_really_culls_tickets(settings: Settings) -> None:
+    """What W035 warns of, on the real cache: 400 tickets issued into a local-memory cache left
+    at its default lose some of the earlier ones; with MAX_ENTRIES raised every one redeems."""
+    from django.core.cache import caches
+
+    from murmur_conversations.tickets import issue_ticket, redeem_ticket
+
+    user = get_user_model().objects.create_user("w035")
+    for location, options, lost in (
+        ("w035-default", {}, True),
+        ("w035-raised", {"MAX_ENTRIES": 1_000}, False),
+    ):
+        settings.CACHES = {
+            **settings.CACHES,
+            "tickets": {
+                "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                "LOCATION": location,
+                "OPTIONS": options,
+            },
+        }
+        settings.MURMUR_CONVERSATIONS = {"TICKET_CACHE": "tickets"}
+        caches["tickets"].clear()
+        tickets = [issue_ticket(user=user, session_key=None) for _ in range(400)]
+        redeemed = [redeem_ticket(t) is not None for t in tickets]
+        assert (not all(redeemed)) is lost
