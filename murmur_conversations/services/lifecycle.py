@@ -16,7 +16,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services.writing import Write
+from murmur_conversations.services.writing import Write, save_fields
 
 #: Allowed tool status moves (sagents ``update_tool_status``). Terminal states never move back.
 ALLOWED_MOVES: Final[dict[str, frozenset[str]]] = {
@@ -110,5 +110,4 @@ def move_call(
 
 def save_calls(write: Write, calls: list[ToolCall]) -> None:
     """Bulk-save the :data:`CALL_FIELDS` of existing tool calls."""
-    if calls:
-        ToolCall.objects.using(write.using).bulk_update(calls, CALL_FIELDS, batch_size=500)
+    save_fields(write.using, ToolCall, calls, CALL_FIELDS)

@@ -445,8 +445,23 @@ class Write:
 
     def save_rows(self, rows: list[DisplayMessage]) -> None:
         """Bulk-save the changed fields (:data:`ROW_FIELDS`) of existing display rows."""
-        if rows:
-            DisplayMessage.objects.using(self.using).bulk_update(rows, ROW_FIELDS, batch_size=500)
+        save_fields(self.using, DisplayMessage, rows, ROW_FIELDS)
+
+
+def save_fields(using: str, model: Any, objects: list[Any], fields: Iterable[str]) -> None:
+    """Save ``fields`` of existing ``objects`` (instances of ``model``) as ``bulk_update`` does
+    (no ``pre_save``, no signals): one row by a plain ``UPDATE ... WHERE id = %s``, several by
+    ``bulk_update``, whose ``CASE WHEN`` per field cost about 2 ms of Python for a single row (half
+    of a tool result's time on SQLite's general path)."""
+    if len(objects) == 1:
+        meta = model._meta
+        values = {
+            meta.get_field(name).attname: getattr(objects[0], meta.get_field(name).attname)
+            for name in fields
+        }
+        model._base_manager.using(using).filter(pk=objects[0].pk).update(**values)
+    elif objects:
+        model._base_manager.using(using).bulk_update(objects, list(fields), batch_size=500)
 
 
 def save_redaction_counts(using: str, pk: uuid.UUID, counts: dict[str, int]) -> None:
