@@ -105,6 +105,7 @@ def _load_batch(write: Write, messages: Sequence[NormalizedMessage]) -> _Batch:
             for row in (
                 DisplayMessage.objects.using(write.using)
                 .filter(tool_call_id__in=touched, content_type=ContentType.TOOL_CALL)
+                .order_by()  # the default ordering joins the conversation and sorts by it
                 .select_related("tool_call")
             ):
                 rows[row.tool_call.call_id] = row  # type: ignore[union-attr]
