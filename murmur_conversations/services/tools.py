@@ -174,10 +174,10 @@ def resolve_tool_result(
         row = next(
             (
                 r
+                # By the call alone: its pk implies the conversation (SQLite would otherwise
+                # walk the conversation's rows by its (conversation, seq) key).
                 for r in DisplayMessage.objects.using(write.using)
-                .filter(
-                    tool_call=call, content_type=ContentType.TOOL_RESULT
-                )  # call implies the conversation
+                .filter(tool_call=call, content_type=ContentType.TOOL_RESULT)
                 .order_by("-seq")
                 if r.content.get("is_interrupt") is True
             ),
