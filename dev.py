@@ -13,13 +13,16 @@ Safe to re-run: the environment is reinstalled only when requirements.txt or pyp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("MURMUR_VENV", ROOT / ".venv"))
@@ -50,6 +53,29 @@ def ensure_environment() -> Path:
         sys.exit(
             f"murmur_conversations needs Python 3.11 or newer (this is {sys.version.split()[0]})."
         )
+    with _environment_lock():
+        return _build_environment()
+
+
+def _environment_lock() -> Any:
+    """Hold ``<venv>.lock`` while the environment is checked and built: the demo and the tests
+    started together in a fresh clone would otherwise create the same venv and run pip in it at
+    once, and break each other. No lock where ``fcntl`` is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def locked() -> Iterator[None]:
+        with open(f"{VENV}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+            yield
+
+    return locked()
+
+
+def _build_environment() -> Path:
     python = _python()
     if not python.exists():
         print(f"Creating {VENV.name} ...", flush=True)
