@@ -170,7 +170,20 @@ class Conversation(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     last_event_seq = models.PositiveBigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    #: The time people see and sort by: the time of the last message or run change, by the
+    #: writer's clock (the log's own time for an import, docs/write-path.md "Times"). Organising
+    #: (title, tags, pinned, archived, metadata) and feedback never move it.
     saved_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    #: The time retention counts from (``purge_conversations --older-than``, ``RETENTION_DAYS``;
+    #: docs/deployment.md "Retention and holds"): the later of ``saved_at`` and the wall-clock
+    #: time of the last write that moved it, so a history imported today is kept as if written
+    #: today however old its log's times are. Never earlier than ``saved_at``; organising and
+    #: feedback never move it.
+    retained_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    #: When the conversation was last organised (title, tags, pinned, archived, metadata), by
+    #: the wall clock; null: never. Organising moves no other time; a conversation-list walk
+    #: leaves out what was organised after it began (docs/api.md "Organising").
+    organised_at = models.DateTimeField(null=True, blank=True)
     #: The conversation that launched this one (a subagent's parent), or None for a top-level
     #: conversation. Set when the child is created and never changed; deleting the parent deletes
     #: its children (docs/architecture.md "Child conversations").
@@ -237,6 +250,8 @@ class Conversation(models.Model):
                 condition=Q(parent__isnull=True),
             ),
             models.Index(fields=("parent", "-saved_at", "-id"), name="murmur_conv_parent_idx"),
+            # Retention: the oldest first (services.purge_conversations).
+            models.Index(fields=("retained_at", "id"), name="murmur_conv_retained_idx"),
             # GET conversations/: an owner's listed (or archived) top-level conversations, pinned
             # first.
             models.Index(

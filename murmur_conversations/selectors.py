@@ -10,7 +10,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, cast
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
@@ -307,15 +307,24 @@ def purge_candidates(
     *, owner: Any = None, older_than: timedelta | None = None
 ) -> QuerySet[Conversation]:
     """The conversations ``services.purge_conversations`` erases with these arguments (the
-    owner's, and/or not saved for ``older_than``), held ones included: those matching
-    :func:`held_condition` are the ones it keeps."""
+    owner's, and/or those whose ``retained_at`` is more than ``older_than`` ago: see
+    :func:`retention_cutoff`), held ones included: those matching :func:`held_condition` are the
+    ones it keeps."""
     matching = Conversation.objects.all()
     if owner is not None:
         matching = matching.filter(owner_id=getattr(owner, "pk", owner))
     if older_than is not None:
-        try:
-            cutoff = timezone.now() - older_than
-        except OverflowError:  # older than the calendar: nothing was saved that long ago
+        cutoff = retention_cutoff(older_than)
+        if cutoff is None:
             return matching.none()
-        matching = matching.filter(saved_at__lt=cutoff)
+        matching = matching.filter(retained_at__lt=cutoff)
     return matching
+
+
+def retention_cutoff(older_than: timedelta) -> datetime | None:
+    """The time before which a conversation's ``retained_at`` makes it ``older_than`` (now minus
+    ``older_than``), or None when that is before the calendar begins (nothing is that old)."""
+    try:
+        return timezone.now() - older_than
+    except OverflowError:
+        return None

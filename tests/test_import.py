@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from murmur_conversations.importers.records import canonical_json
+from murmur_conversations.management.commands.import_conversations import EXIT_MISSING
 from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
@@ -464,12 +465,20 @@ def test_usage_errors_exit_2(tmp_path: Path, user: User, args: list[str], messag
     assert not Conversation.objects.exists()
 
 
-def test_missing_file_exits_2_before_importing_anything(tmp_path: Path, user: User) -> None:
-    good = write_lines(tmp_path / "log.jsonl", *murmur_lines())
-    code, _, err = run(good, tmp_path / "missing.jsonl", "--owner", user.username)
+def test_a_missing_path_is_named_and_the_rest_imported(tmp_path: Path, user: User) -> None:
+    """Some PATHs missing: the others are imported, each missing one named, exit 3; all missing:
+    exit 2, nothing imported (docs/formats.md "What every import does")."""
+    missing = tmp_path / "missing.jsonl"
+    code, _, err = run(missing, tmp_path / "gone", "--owner", user.username)
     assert code == 2
-    assert "missing.jsonl: no such file" in err
+    assert "no such file or folder; nothing was imported" in err
     assert not Conversation.objects.exists()
+    good = write_lines(tmp_path / "log.jsonl", *murmur_lines())
+    code, _out, err = run(good, missing, "--owner", user.username)
+    assert code == EXIT_MISSING == 3
+    assert f"{missing}: no such file or folder; not imported" in err
+    assert "1 PATH(s) not found" in err
+    assert Conversation.objects.count() == 1
 
 
 def test_owner_is_matched_on_username_field(tmp_path: Path, make_user: MakeUser) -> None:

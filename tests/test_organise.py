@@ -98,12 +98,12 @@ def test_the_list_is_pinned_first_hides_archived_and_filters_by_tag(
     services.update_conversation(conversation=b, pinned=True, tags=["work"])
     services.update_conversation(conversation=c, archived=True, tags=["work"])
     services.update_conversation(conversation=d, tags=["home"])
-    services.update_conversation(conversation=a, title="a2")  # a is now the newest
+    services.update_conversation(conversation=a, title="a2")  # organising moves no date
     client = token_client(user)
-    assert ids(client.get(LIST)) == [str(b.pk), str(a.pk), str(d.pk)]
+    assert ids(client.get(LIST)) == [str(b.pk), str(d.pk), str(a.pk)]
     assert client.get(LIST).json()["total"] == 3
     assert ids(client.get(LIST + "?archived=1")) == [str(c.pk)]
-    assert ids(client.get(LIST + "?archived=all")) == [str(b.pk), str(a.pk), str(d.pk), str(c.pk)]
+    assert ids(client.get(LIST + "?archived=all")) == [str(b.pk), str(d.pk), str(c.pk), str(a.pk)]
     assert ids(client.get(LIST + "?tag=work")) == [str(b.pk)]
     assert ids(client.get(LIST + "?tag=WORK&archived=all")) == [str(b.pk), str(c.pk)]
     assert ids(client.get(LIST + "?tag=none")) == []

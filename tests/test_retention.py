@@ -48,9 +48,8 @@ def fill(conversation: Conversation, staff: User | None = None) -> None:
 
 
 def age(conversation: Conversation, days: int) -> None:
-    Conversation.objects.filter(pk=conversation.pk).update(
-        saved_at=timezone.now() - timedelta(days=days)
-    )
+    then = timezone.now() - timedelta(days=days)
+    Conversation.objects.filter(pk=conversation.pk).update(saved_at=then, retained_at=then)
 
 
 def rows_referring_to(pks: set[uuid.UUID]) -> dict[str, int]:
@@ -158,8 +157,8 @@ def test_the_command_dry_run_owner_and_retention_days(
     age(old, 10)
     age(held, 10)
     services.place_hold(conversation=held, reason="audit")
-    assert run("--older-than", "7d", "--dry-run") == (
-        "would delete 1 conversation(s); 1 held conversation(s) kept\n"
+    assert run("--older-than", "7d", "--dry-run").endswith(
+        "\nwould delete 1 conversation(s); 1 held conversation(s) kept\n"
     )
     assert Conversation.objects.count() == 2
     with pytest.raises(CommandError) as refused:

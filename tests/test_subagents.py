@@ -361,9 +361,9 @@ def test_purge_by_age_never_takes_a_child_without_its_parent(
 ) -> None:
     child = services.start_conversation(owner=user, parent=parent)
     old = timezone.now() - timedelta(days=30)
-    Conversation.objects.filter(pk=child.pk).update(saved_at=old)
+    Conversation.objects.filter(pk=child.pk).update(saved_at=old, retained_at=old)
     assert services.purge_conversations(older_than=timedelta(days=7)) == (0, False)
-    Conversation.objects.filter(pk=parent.pk).update(saved_at=old)
+    Conversation.objects.filter(pk=parent.pk).update(saved_at=old, retained_at=old)
     assert services.purge_conversations(older_than=timedelta(days=7)) == (2, False)
     assert not Conversation.objects.exists()
 
@@ -371,10 +371,11 @@ def test_purge_by_age_never_takes_a_child_without_its_parent(
 def test_a_childs_write_keeps_its_parent_fresh(parent: Conversation, user: User) -> None:
     old = timezone.now() - timedelta(days=30)
     child = services.start_conversation(owner=user, parent=parent)
-    Conversation.objects.filter(pk=parent.pk).update(saved_at=old)
+    Conversation.objects.filter(pk=parent.pk).update(saved_at=old, retained_at=old)
     services.set_status(conversation=child, status="running")
     parent.refresh_from_db()
     assert parent.saved_at > old
+    assert parent.retained_at > old
 
 
 # ------------------------------------------------------------------------------ the launching call

@@ -172,9 +172,10 @@ class ConversationViewSet(ConversationScopedViewSet):
         named ``list``: the body is one page object, and schema tools read ``list`` as an array.)
 
         The cursor holds the keyset ``(pinned, saved_at, id)`` of the last row served and the time
-        the walk began: later pages leave out conversations saved after it (pinned, unpinned,
-        archived, renamed or written to during the walk), which the sidebar stream announces, so a
-        walk returns every other row exactly once and none twice (docs/api.md "Organising")."""
+        the walk began: later pages leave out conversations saved or organised after it (written
+        to, pinned, unpinned, archived or renamed during the walk: ``saved_at``,
+        ``organised_at``), which the sidebar stream announces, so a walk returns every other row
+        exactly once and none twice (docs/api.md "Organising")."""
         parent = query_value(request.query_params, "parent")
         archived = read_archived(request.query_params)
         tag = read_tag(request.query_params)
@@ -200,7 +201,8 @@ class ConversationViewSet(ConversationScopedViewSet):
         else:
             pinned, saved_at, pk, walk_start = _conversation_key(key)
             after = Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk)
-            rows = rows.filter(saved_at__lte=walk_start).filter(
+            rows = rows.filter(saved_at__lte=walk_start).exclude(organised_at__gt=walk_start)
+            rows = rows.filter(
                 (Q(pinned=True) & after) | Q(pinned=False) if pinned else Q(pinned=False) & after
             )
         fetched = list(rows[: limit + 1])

@@ -38,6 +38,7 @@ from murmur_conversations.services.writing import (
     database_errors,
     lock_conversation,
     owner_pk,
+    retention_time,
     save_redaction_counts,
     send,
     writing,
@@ -284,7 +285,15 @@ def start_conversation(
     external_id = check_short_string(external_id or "", what="external_id")
     pk = None if conversation_id is None else conversation_pk(conversation_id)
     created_at = check_time(created_at, what="created_at")
-    times = {} if created_at is None else {"created_at": created_at, "saved_at": created_at}
+    times = (
+        {}
+        if created_at is None
+        else {
+            "created_at": created_at,
+            "saved_at": created_at,
+            "retained_at": retention_time(created_at),
+        }
+    )
     call_id = check_short_string(parent_call_id or "", what="parent_call_id")
     if parent is not None:
         return _start_child(
@@ -352,10 +361,12 @@ def update_conversation(
     at most ``MAX_TAGS`` strings, each trimmed, lower-cased, 1 to ``MAX_TAG_CHARS`` characters;
     duplicates dropped, order kept); ``InvalidContent`` otherwise, before anything is written.
     Title, metadata and tags are redacted like all stored text. Fields left ``UNSET`` keep their
-    value. A change takes one event_seq, sets ``saved_at`` (to ``at`` when given,
-    docs/write-path.md "Times"; never backwards) and sends ``conversation_updated`` (then
+    value. A change takes one event_seq and sends ``conversation_updated`` (then
     ``conversation_saved``, whose summary carries the new values); no change, no event
-    (docs/write-path.md, docs/api.md "Organising")."""
+    (docs/write-path.md, docs/api.md "Organising"). Organising dates nothing: ``saved_at`` (the
+    time people see and sort by) and ``retained_at`` (the time retention counts from) stay as they
+    are; ``organised_at`` becomes the wall-clock time; ``at`` is checked like every write's time
+    (``InvalidContent``) and otherwise unused."""
     found: dict[str, dict[str, int]] = {}
     if title is not UNSET:
         title, found["title"] = _redacted_title(check_short_string(title, what="title"))
@@ -371,6 +382,7 @@ def update_conversation(
         tags, found["tags"] = _redacted_tags(tags)
     at = check_time(at, what="at")
     with writing(conversation, at) as write:
+        write.keep_times = True
         locked = write.conversation
         old_tags = list(locked.tags or [])
         for name, value in (
@@ -387,6 +399,8 @@ def update_conversation(
         if "tags" in write.extra_fields:
             save_tag_rows(write, old_tags, list(locked.tags))
         if write.extra_fields:
+            locked.organised_at = write.clock
+            write.extra_fields.add("organised_at")
             write.take_event()
             write.conversation_updated = True
     return write.conversation

@@ -36,6 +36,7 @@ from murmur_conversations.services.writing import (
     conversation_pk,
     database_errors,
     lock_conversation,
+    move_times,
     parent_pk,
 )
 
@@ -143,8 +144,11 @@ def delete_conversation(*, conversation: ConversationRef) -> int:
         if parent is not None:
             parent.child_count = max(parent.child_count - 1, 0)
             parent.last_event_seq += 1
-            parent.saved_at = max(parent.saved_at, timezone.now())
-            parent.save(using=using, update_fields=["child_count", "last_event_seq", "saved_at"])
+            move_times(parent, timezone.now())
+            parent.save(
+                using=using,
+                update_fields=["child_count", "last_event_seq", "saved_at", "retained_at"],
+            )
             announce(parent, using, parent.last_event_seq, children_deleted=[pk])
     return deleted
 
@@ -158,8 +162,10 @@ def purge_conversations(
     progress: Callable[[int], object] | None = None,
 ) -> tuple[int, bool]:
     """Erase conversations for erasure requests and retention: the top-level conversations of
-    ``owner`` and/or not saved for ``older_than``, oldest first, each with its children (a
-    child's write moves its parent's ``saved_at``, so a parent is never older than its children),
+    ``owner`` and/or whose ``retained_at`` (the later of the last write's time and its wall-clock
+    time: an import counts from when it ran) is more than ``older_than`` ago, oldest first, each
+    with its children (a child's write moves its parent's ``retained_at``, so a parent is never
+    older than its children),
     held ones never; at most ``limit`` top-level conversations per call, ``batch_size`` per
     transaction (``progress(n)`` after each batch, ``n`` conversations deleted, children
     included). Returns ``(deleted, more)``: how many conversations were deleted, children
@@ -202,7 +208,7 @@ def _purge_batch(matching: QuerySet[Conversation], size: int) -> tuple[int, int]
         manager = Conversation.objects.using(using)
         if connections[using].vendor == "sqlite":  # the write lock before reading
             manager.filter(last_event_seq__lt=0).update(last_event_seq=F("last_event_seq"))
-        chosen = matching.using(using).order_by("saved_at", "pk")
+        chosen = matching.using(using).order_by("retained_at", "pk")
         if connections[using].features.has_select_for_update_skip_locked:
             chosen = chosen.select_for_update(skip_locked=True)
         rows = list(chosen.values_list("pk", "owner_id")[:size])

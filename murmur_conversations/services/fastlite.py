@@ -47,7 +47,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.services import fastpath, statements
-from murmur_conversations.services.writing import announce, database_errors
+from murmur_conversations.services.writing import announce, database_errors, retention_time
 from murmur_conversations.usage import COUNTERS, Usage
 
 #: SQLite's first release with ``RETURNING``.
@@ -130,7 +130,8 @@ def update_sql(models: int, check_ids: bool) -> str:
         '  "transcript_count" = "transcript_count" + %s,\n'
         '  "last_seq" = "last_seq" + %s,\n'
         f'  "last_event_seq" = "last_event_seq" + 1,{usage}\n'
-        '  "saved_at" = MAX("saved_at", %s)\n'
+        '  "saved_at" = MAX("saved_at", %s),\n'
+        '  "retained_at" = MAX("retained_at", %s)\n'
         f'WHERE "id" = %s{known if check_ids else ""}\n'
         f"RETURNING {statements.returning(Conversation)}"
     )
@@ -265,7 +266,11 @@ def _update_params(
             params.append(model)
             for value in usage.as_dict().values():
                 params += [model, value]
-    params += [connection.ops.adapt_datetimefield_value(saved), pk_db]
+    params += [
+        connection.ops.adapt_datetimefield_value(saved),
+        connection.ops.adapt_datetimefield_value(retention_time(saved)),
+        pk_db,
+    ]
     check_ids = any(message.id_given for message in messages)
     if check_ids:
         params += [pk_db, json.dumps([message.message_id for message in messages])]

@@ -31,7 +31,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.services import statements
-from murmur_conversations.services.writing import announce, database_errors
+from murmur_conversations.services.writing import announce, database_errors, retention_time
 from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model
 
 CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
@@ -110,7 +110,8 @@ WITH c AS (
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
     "last_event_seq" = "last_event_seq" + 1,{usage_update}
-    "saved_at" = GREATEST("saved_at", %(saved)s)
+    "saved_at" = GREATEST("saved_at", %(saved)s),
+    "retained_at" = GREATEST("retained_at", %(kept)s)
   WHERE "id" = %(conversation)s{known if check_ids else ""}
   RETURNING {returning}
 ), m AS (
@@ -211,6 +212,7 @@ def parameters(
     params: dict[str, Any] = {
         "conversation": conversation_pk,
         "saved": max(stamps) if stamps else now,
+        "kept": retention_time(max(stamps) if stamps else now),
         "n": len(messages),
         "t": transcript,
         "r": len(displays),

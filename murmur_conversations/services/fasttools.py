@@ -48,7 +48,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.services import fastpath, singles, statements
-from murmur_conversations.services.writing import announce
+from murmur_conversations.services.writing import announce, retention_time
 
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_TOOL_STATUSES))
 _OPEN = ", ".join(f"'{s}'" for s in sorted(OPEN_TOOL_STATUSES))
@@ -115,7 +115,8 @@ WITH snap AS (
     "held_results" = "held_results"
       + CASE WHEN %(rid)s::varchar <> '' AND NOT EXISTS (SELECT 1 FROM o) THEN 1 ELSE 0 END,
     "last_event_seq" = "last_event_seq" + 1,{usage_update}
-    "saved_at" = GREATEST("saved_at", %(saved)s::timestamptz)
+    "saved_at" = GREATEST("saved_at", %(saved)s::timestamptz),
+    "retained_at" = GREATEST("retained_at", %(kept)s::timestamptz)
   WHERE "id" = %(conversation)s::uuid AND "last_event_seq" = (SELECT e FROM snap){known}{new_calls}
   RETURNING {statements.returning(Conversation)}
 ), m AS (
@@ -302,6 +303,7 @@ def try_append(
     params: dict[str, Any] = {
         "conversation": conversation_pk,
         "saved": max(stamps) if stamps else now,
+        "kept": retention_time(max(stamps) if stamps else now),
         "n": len(messages),
         "t": transcript,
         "r": len(displays),

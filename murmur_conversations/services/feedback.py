@@ -112,6 +112,7 @@ def set_feedback(
     text, found = redact(text)  # stored like every text (docs/write-path.md "Redaction")
     user_pk = _user_pk(user)
     with writing(conversation) as write:
+        write.keep_times = True  # feedback is not activity: the dates stay
         row = _locked_row(write, display_message)
         manager = Feedback.objects.using(write.using)
         feedback = manager.filter(display_message=row, user_id=user_pk).first()
@@ -144,6 +145,7 @@ def clear_feedback(
     ``ConversationNotFound``, ``WriteConflict``."""
     user_pk = _user_pk(user)
     with writing(conversation) as write:
+        write.keep_times = True  # feedback is not activity: the dates stay
         row = _locked_row(write, display_message)
         deleted, _ = (
             Feedback.objects.using(write.using)

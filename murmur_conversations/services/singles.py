@@ -32,7 +32,12 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.services import statements
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
-from murmur_conversations.services.writing import announce, conversation_pk, database_errors
+from murmur_conversations.services.writing import (
+    announce,
+    conversation_pk,
+    database_errors,
+    retention_time,
+)
 
 #: SQLSTATE of division by zero: the statement's own "abort, nothing written" signal.
 _ABORT = "22012"
@@ -60,7 +65,8 @@ def run(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]] |
 def _conversation_update(extra: str = "") -> str:
     conv = Conversation._meta.db_table
     return f"""UPDATE "{conv}" SET "last_event_seq" = "last_event_seq" + 1,{extra}
-    "saved_at" = GREATEST("saved_at", %(now)s::timestamptz)"""
+    "saved_at" = GREATEST("saved_at", %(now)s::timestamptz),
+    "retained_at" = GREATEST("retained_at", %(kept)s::timestamptz)"""
 
 
 # --------------------------------------------------------------------------- update_tool_status
@@ -182,6 +188,7 @@ def update_tool_status(
         "error": _json(error),
         "reason": reason,
         "now": now,
+        "kept": retention_time(now),
     }
 
     def work() -> tuple[Conversation, DisplayMessage] | None:
@@ -278,6 +285,7 @@ def resolve_tool_result(
         "call_id": call_id,
         "result": jsonenc.dumps([result]),
         "now": now,
+        "kept": retention_time(now),
     }
 
     def work() -> tuple[Conversation, DisplayMessage] | None:
@@ -340,6 +348,7 @@ def set_status(
         "status": status,
         "ask": _json(pending_ask),
         "now": now,
+        "kept": retention_time(now),
     }
 
     def work() -> Conversation | None:
@@ -401,6 +410,7 @@ def save_synthetic_message(
         "content": jsonenc.dumps(content),
         "metadata": jsonenc.dumps(metadata),
         "now": now,
+        "kept": retention_time(now),
     }
 
     def work() -> tuple[Conversation, DisplayMessage] | None:

@@ -88,6 +88,20 @@ def send_on_commit(signal: Signal, using: str, **kwargs: Any) -> None:
     transaction.on_commit(lambda: send(signal, **kwargs), using=using, robust=True)
 
 
+def retention_time(when: datetime) -> datetime:
+    """The ``retained_at`` a write stamped ``when`` gives its conversation: the later of ``when``
+    and the wall clock, so an import of an old log counts as written now for retention
+    (docs/deployment.md "Retention and holds"). Every write path takes it from here."""
+    return max(when, timezone.now())
+
+
+def move_times(conversation: Conversation, when: datetime) -> None:
+    """Move ``saved_at`` to ``when`` and ``retained_at`` to :func:`retention_time`, never
+    backwards (the caller saves both fields)."""
+    conversation.saved_at = max(conversation.saved_at, when)
+    conversation.retained_at = max(conversation.retained_at, retention_time(when))
+
+
 def tell_parent(parent: Conversation, child: Conversation, using: str, when: datetime) -> int:
     """A write to ``parent`` (locked by the caller, before the child) saying that its child
     changed (its status or steps; docs/architecture.md "Child conversations"): one new event_seq
@@ -95,8 +109,8 @@ def tell_parent(parent: Conversation, child: Conversation, using: str, when: dat
     ``saved_at`` moved to ``when`` (never backwards), and ``child_updated`` then the parent's
     ``conversation_saved`` queued. Returns the parent's event_seq."""
     parent.last_event_seq += 1
-    parent.saved_at = max(parent.saved_at, when)
-    parent.save(using=using, update_fields=["last_event_seq", "saved_at"])
+    move_times(parent, when)
+    parent.save(using=using, update_fields=["last_event_seq", "saved_at", "retained_at"])
     child.parent_event_seq = parent.last_event_seq
     announce(parent, using, parent.last_event_seq, children=[child])
     return parent.last_event_seq
@@ -334,6 +348,9 @@ class Write:
     ``parent`` is the locked parent of a child conversation, when the service may change what the
     parent shows of it (its status, its steps): ``finish`` then also writes to the parent
     (:func:`tell_parent`) when the status changed or tool calls were created (``parent_news``).
+
+    ``keep_times`` (organising, feedback): the write takes an event_seq and is announced, but
+    moves neither ``saved_at`` nor ``retained_at``.
     """
 
     def __init__(
@@ -364,6 +381,8 @@ class Write:
         self.redactions: Counter[str] = Counter()
         #: Children of this conversation whose summary changed in this call (created, linked).
         self.children: list[Conversation] = []
+        #: Organising or feedback: ``saved_at`` and ``retained_at`` stay as they are.
+        self.keep_times = False
 
     def take_event(self) -> int:
         """This call's event_seq, taken on first use (one per changing call)."""
@@ -398,17 +417,17 @@ class Write:
         if self.event_seq is None:
             return
         conversation = self.conversation
-        # saved_at never moves backwards: an import replaying an old log keeps a newer time.
-        when = self.now if self.latest is None else self.latest
-        conversation.saved_at = max(conversation.saved_at, when)
         fields = {
             "record_length",
             "transcript_count",
             "last_seq",
             "last_event_seq",
-            "saved_at",
             "tool_call_count",
         }
+        if not self.keep_times:
+            # saved_at never moves backwards: an import replaying an old log keeps a newer time.
+            move_times(conversation, self.now if self.latest is None else self.latest)
+            fields |= {"saved_at", "retained_at"}
         if self.status_changed:  # exact status replay (docs/websocket.md)
             conversation.status_event_seq = self.event_seq
             fields.add("status_event_seq")

@@ -1,14 +1,20 @@
 """``manage.py import_conversations``: bring agent logs and message lists in (docs/formats.md).
 
-Exit codes: 0 complete; 1 when any line or source was refused; 2 when no source had a usable line,
-and for usage errors (unknown owner or format, ``--follow`` with several sources, a missing file).
+Exit codes (docs/formats.md "What every import does"): 0 complete; 1 when any line or source was
+refused; 2 when no source had a usable line, and for usage errors (unknown owner or format,
+``--follow`` with several sources, no PATH that exists); :data:`EXIT_MISSING` (3) when some PATHs
+do not exist and everything that does was imported (each missing one is named on stderr; refused
+lines, 1, take precedence). A ``--follow`` stopped by Ctrl-C or SIGTERM while it waits ends as a
+finished import does: summary, then the exit code of what it read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -36,6 +42,8 @@ PROCESS_LOCAL_NOTE: Final = (
 #: A progress bar is shown on a terminal, or for sources at least this large (bytes).
 LONG_IMPORT_BYTES: Final = 64 * 1024 * 1024
 STDIN: Final = "-"
+#: The exit code when some PATHs do not exist and everything that does was imported.
+EXIT_MISSING: Final = 3
 
 
 #: Rows of the end table before it is summed up per status.
@@ -140,35 +148,38 @@ class Command(BaseCommand):
         paths: list[str] = options["paths"]
         self._check_format(fmt)
         owner = self._owner(options["owner"])
-        self._check_paths(paths)
+        missing = self._check_paths(paths)
+        paths = [p for p in paths if p not in missing]
         self.reread = bool(options.get("reread"))
+        self._run(paths, owner, fmt, options)
+        if missing:
+            raise CommandError(
+                f"{len(missing)} PATH(s) not found and not imported: {', '.join(missing)}; "
+                "everything else was imported",
+                returncode=EXIT_MISSING,
+            )
+
+    def _run(self, paths: list[str], owner: Any, fmt: str, options: dict[str, Any]) -> None:
+        """Import the existing ``paths`` (once, or following them)."""
         stdin = options.get("stdin") or sys.stdin.buffer
         folders = [p for p in paths if p != STDIN and Path(p).is_dir()]
         if options["follow"]:
-            if folders:
-                self._follow_folders(
+            if not folders and len(paths) != 1:
+                raise CommandError(
+                    "--follow takes exactly one source (a file or stdin) or folders", returncode=2
+                )
+            follow = self._follow_folders if folders else self._follow
+            wait = options.get("follow_wait") or (wait_for_folder if folders else wait_for_append)
+            with self._stoppable():
+                follow(
                     paths,
                     stdin=stdin,
                     fmt=fmt,
                     owner=owner,
                     conversation_id=options["conversation_id"],
                     dry_run=options["dry_run"],
-                    wait=options.get("follow_wait") or wait_for_folder,
+                    wait=self._until_stopped(wait),
                 )
-                return
-            if len(paths) != 1:
-                raise CommandError(
-                    "--follow takes exactly one source (a file or stdin) or folders", returncode=2
-                )
-            self._follow(
-                paths[0],
-                stdin=stdin,
-                fmt=fmt,
-                owner=owner,
-                conversation_id=options["conversation_id"],
-                dry_run=options["dry_run"],
-                wait=options.get("follow_wait") or wait_for_append,
-            )
             return
         sources = expand(paths)
         results = self._import_all(
@@ -201,9 +212,11 @@ class Command(BaseCommand):
         importer: Importer,
         dry_run: bool,
         table: bool,
+        show: Callable[[FileResult], bool] | None = None,
     ) -> list[FileResult]:
         """Import every source with one progress bar (files, lines, MB/s; docs/formats.md "Whole
-        folders"), then print the table of what happened."""
+        folders"), then print the table of what happened. ``show`` picks the results that get
+        their line (default: all); a stop asked for (SIGTERM) ends the pass between two files."""
         importer.prefetch(sources)
         started = time.monotonic()
         total = sum(_size(s) for s in sources)
@@ -211,10 +224,12 @@ class Command(BaseCommand):
         with _Progress(total, len(sources)) as progress:
             importer.on_line = progress.line
             for source in sources:
+                if self._stop_asked:
+                    break
                 progress.file(source.name)
                 result = importer.run(source, stdin)
                 results.append(result)
-                if len(sources) <= TABLE_ROWS:
+                if len(sources) <= TABLE_ROWS and (show is None or show(result)):
                     self._result_line(result, dry_run, table)
         if table:
             self._table(results, time.monotonic() - started, progress.lines, total)
@@ -284,12 +299,64 @@ class Command(BaseCommand):
             )
         return owner
 
-    def _check_paths(self, paths: list[str]) -> None:
+    def _check_paths(self, paths: list[str]) -> list[str]:
+        """The PATHs that do not exist, each named on stderr; ``CommandError`` (2) when none
+        exists, or for stdin given twice."""
         if paths.count(STDIN) > 1:
             raise CommandError("stdin (-) can be read only once", returncode=2)
-        for path in paths:
-            if path != STDIN and not Path(path).is_file() and not Path(path).is_dir():
-                raise CommandError(f"{path}: no such file or folder", returncode=2)
+        missing = [
+            path
+            for path in paths
+            if path != STDIN and not Path(path).is_file() and not Path(path).is_dir()
+        ]
+        if len(missing) == len(paths):
+            raise CommandError(
+                f"{', '.join(missing)}: no such file or folder; nothing was imported", returncode=2
+            )
+        for path in missing:
+            self.stderr.write(f"{path}: no such file or folder; not imported")
+        return missing
+
+    # ------------------------------------------------------------------ stopping --follow
+
+    _stop_asked = False
+    _waiting = False
+
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """SIGTERM stops a ``--follow`` as Ctrl-C does, and never in the middle of a write: in
+        a wait it ends the wait at once; otherwise the follow stops at its next wait (a folder
+        pass also between two files). Installed only in the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def asked(signum: int, frame: Any) -> None:
+            self._stop_asked = True
+            if self._waiting:
+                raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, asked)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _until_stopped(self, wait: Callable[[], None]) -> Callable[[], None]:
+        """``wait``, raising ``KeyboardInterrupt`` (the follow's stop) once a stop was asked."""
+
+        def waiting() -> None:
+            if self._stop_asked:
+                raise KeyboardInterrupt
+            self._waiting = True
+            try:
+                wait()
+            finally:
+                self._waiting = False
+            if self._stop_asked:
+                raise KeyboardInterrupt
+
+        return waiting
 
     # ------------------------------------------------------------------ one source
 
@@ -335,7 +402,7 @@ class Command(BaseCommand):
 
     def _follow(
         self,
-        path: str,
+        paths: list[str],
         *,
         stdin: IO[bytes],
         fmt: str,
@@ -346,7 +413,9 @@ class Command(BaseCommand):
     ) -> None:
         """Ingest one live source line by line (docs/formats.md): stdin until it ends, a file
         until interrupted (Ctrl-C ends cleanly, with the summary). Each line is written through the
-        services as soon as it completes a message; streamed text goes to ``broadcast_delta``."""
+        services as soon as it completes a message; streamed text goes to ``broadcast_delta``.
+        ``paths`` holds that one source."""
+        (path,) = paths
         name = "<stdin>" if path == STDIN else path
         if not dry_run and layer_is_process_local():
             self.stderr.write(PROCESS_LOCAL_NOTE)
@@ -424,12 +493,26 @@ class Command(BaseCommand):
             self.stderr.write(PROCESS_LOCAL_NOTE)
         importer = self._importer(owner, fmt, conversation_id, dry_run, final=False)
         latest: dict[str, FileResult] = {}
+        said: dict[str, tuple[str, str]] = {}
         started = time.monotonic()
+
+        def changed(result: FileResult) -> bool:
+            """Whether a pass prints this file's line: it read something, or its status or
+            reason is not the one said last (an unchanged file is said once, and not at all
+            after a pass that read it)."""
+            if result.outcome is not None:
+                said[result.name] = ("unchanged", "")  # what the next pass finds
+                return True
+            now = (result.status, result.reason)
+            if said.get(result.name) == now:
+                return False
+            said[result.name] = now
+            return True
 
         def one_pass() -> None:
             sources = expand(paths)
             for result in self._import_all(
-                sources, stdin=stdin, importer=importer, dry_run=dry_run, table=False
+                sources, stdin=stdin, importer=importer, dry_run=dry_run, table=False, show=changed
             ):
                 if result.status != "unchanged" or result.name not in latest:
                     latest[result.name] = result

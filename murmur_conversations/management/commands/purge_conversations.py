@@ -10,11 +10,14 @@ from typing import Any, Final
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import QuerySet
 
 from murmur_conversations import services
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import WriteConflict
-from murmur_conversations.selectors import held_condition, purge_candidates
+from murmur_conversations.models import Conversation
+from murmur_conversations.representations import iso
+from murmur_conversations.selectors import held_condition, purge_candidates, retention_cutoff
 
 _AGE: Final = re.compile(r"([0-9]{1,6})([dhmw]?)")
 _UNITS: Final = {"": "days", "d": "days", "w": "weeks", "h": "hours", "m": "minutes"}
@@ -39,7 +42,8 @@ def parse_age(value: str) -> timedelta:
 
 class Command(BaseCommand):
     help = (
-        "Delete conversations not saved for --older-than (default: RETENTION_DAYS) and/or those "
+        "Delete conversations whose retained_at (the later of the last write and its import) is "
+        "older than --older-than (default: RETENTION_DAYS) and/or those "
         "of --owner, in bounded batches; held conversations are kept. Safe from cron and "
         "concurrently."
     )
@@ -48,11 +52,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--older-than",
             metavar="AGE",
-            help="30d, 12h, 90m or 2w since the last write (default: RETENTION_DAYS days)",
+            help="30d, 12h, 90m or 2w since retained_at: the last write, or the import that "
+            "brought it in when later (default: RETENTION_DAYS days)",
         )
         parser.add_argument("--owner", help="only this user's conversations (USERNAME_FIELD)")
         parser.add_argument(
-            "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+            "--dry-run",
+            action="store_true",
+            help="list what would be deleted and why (retained_at and the rule); delete nothing",
         )
         parser.add_argument(
             "--batch-size",
@@ -77,15 +84,47 @@ class Command(BaseCommand):
         if batch_size is not None and batch_size < 1:
             raise CommandError("--batch-size must be a positive integer", returncode=2)
         candidates = purge_candidates(owner=owner, older_than=older_than)
+        if options["dry_run"]:
+            self._explain(candidates, owner, older_than, options)
+            return
         held = candidates.filter(held_condition()).count()
         total = candidates.count() - held
-        if options["dry_run"]:
-            self.stdout.write(
-                f"would delete {total} conversation(s); {held} held conversation(s) kept"
-            )
-            return
         deleted = self._purge(owner, older_than, batch_size, total)
         self.stdout.write(f"deleted {deleted} conversation(s); {held} held conversation(s) kept")
+
+    def _explain(
+        self,
+        candidates: QuerySet[Conversation],
+        owner: Any,
+        older_than: timedelta | None,
+        options: dict[str, Any],
+    ) -> None:
+        """The dry run: one line per top-level conversation the purge would take (or keeps, held),
+        oldest first, with the rule that takes it and the value of ``retained_at`` it applies to;
+        then the totals, children included."""
+        rules = []
+        if older_than is not None:
+            given = options["older_than"]
+            spelled = f"--older-than {given}" if given else "RETENTION_DAYS"
+            cutoff = retention_cutoff(older_than)
+            rules.append(f"{spelled}: retained_at before {iso(cutoff) if cutoff else '-'}")
+        if owner is not None:
+            rules.append(f"--owner {options['owner']}")
+        rule = "; ".join(rules)
+        top = candidates.filter(parent__isnull=True).order_by("retained_at", "pk")
+        held_pks = set(top.filter(held_condition()).values_list("pk", flat=True))
+        total = held = 0
+        for pk, retained_at, title in top.values_list("pk", "retained_at", "title").iterator():
+            children = _descendant_count(pk)
+            family = f" with {children} child conversation(s)" if children else ""
+            why = f"retained_at {iso(retained_at)} ({rule}); title {title!r}{family}"
+            if pk in held_pks:
+                held += 1
+                self.stdout.write(f"keep {pk}: held; {why}")
+            else:
+                total += 1 + children
+                self.stdout.write(f"would delete {pk}: {why}")
+        self.stdout.write(f"would delete {total} conversation(s); {held} held conversation(s) kept")
 
     def _purge(
         self, owner: Any, older_than: timedelta | None, batch_size: int | None, total: int
@@ -131,3 +170,12 @@ class Command(BaseCommand):
                 returncode=2,
             )
         return owner
+
+
+def _descendant_count(pk: Any) -> int:
+    """How many conversations descend from ``pk`` (children, theirs...): deleted with it."""
+    count, level = 0, [pk]
+    while level:
+        level = list(Conversation.objects.filter(parent_id__in=level).values_list("pk", flat=True))
+        count += len(level)
+    return count
