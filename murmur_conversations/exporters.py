@@ -24,6 +24,9 @@ from typing import Any, Final
 from django.contrib.auth import get_user_model
 
 from murmur_conversations import jsonenc
+from murmur_conversations.frontends.ag_ui import to_ag_ui
+from murmur_conversations.frontends.openai_items import to_openai_items
+from murmur_conversations.frontends.vercel_ui import to_vercel_ui
 from murmur_conversations.models import (
     Conversation,
     DisplayMessage,
@@ -287,8 +290,37 @@ def export_anthropic(conversation: Conversation) -> Iterator[str]:
     yield "\n"
 
 
+def _records(conversation: Conversation) -> Iterator[dict[str, Any]]:
+    for chunk in _messages(conversation):
+        for message in chunk:
+            yield record_message(message)
+
+
+def export_vercel_ui(conversation: Conversation) -> Iterator[str]:
+    """The conversation as a Vercel AI SDK 5 ``UIMessage`` list (``frontends.vercel_ui``): one
+    compact JSON array and a newline."""
+    yield jsonenc.dumps(to_vercel_ui(_records(conversation), conversation_id=str(conversation.pk)))
+    yield "\n"
+
+
+def export_ag_ui(conversation: Conversation) -> Iterator[str]:
+    """The conversation as AG-UI messages (``frontends.ag_ui``): one JSON array and a newline."""
+    yield jsonenc.dumps(to_ag_ui(_records(conversation), conversation_id=str(conversation.pk)))
+    yield "\n"
+
+
+def export_openai_items(conversation: Conversation) -> Iterator[str]:
+    """The conversation as OpenAI Conversations items (``frontends.openai_items``): one JSON
+    array and a newline."""
+    yield jsonenc.dumps(to_openai_items(_records(conversation)))
+    yield "\n"
+
+
 EXPORTERS: Final = {
     "murmur": export_murmur,
     "openai": export_openai,
     "anthropic": export_anthropic,
+    "vercel-ui": export_vercel_ui,
+    "ag-ui": export_ag_ui,
+    "openai-items": export_openai_items,
 }

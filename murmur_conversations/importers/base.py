@@ -56,6 +56,7 @@ from murmur_conversations.importers.records import (
 from murmur_conversations.messages import NormalizedMessage, normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
 from murmur_conversations.redaction import redact
+from murmur_conversations.selectors import parse_conversation_id
 from murmur_conversations.usage import read_usage
 
 #: Messages (or source records) written per ``save_messages`` call.
@@ -135,6 +136,7 @@ class _Target:
     title: Title | None = None  # the best title of this key
     unknown_held: bool = False  # an unknown record of this key: kept whatever comes
     outside: bool = False  # a parent this source names but gives no line of
+    merge: bool = False  # the key may name a conversation of the owner by id (Begin.merge)
 
 
 class _Writer:
@@ -243,7 +245,7 @@ class _Writer:
         if target is None:
             parent = None if item.parent is None else _external_id(item.parent)
             call_id = item.call_id or self.links.pop(key, None)
-            target = self.targets[key] = _Target(key, parent, call_id)
+            target = self.targets[key] = _Target(key, parent, call_id, merge=item.merge)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
         self.target = target
@@ -329,10 +331,11 @@ class _Writer:
         key = target.key
         title = self.best_title(target)
         created_at = target.first_time or self.last_time or self.fallback_time
-        before = Conversation.objects.filter(
-            owner=self.owner, source=self.source, external_id=key
+        merged = self._merged(target)
+        before = merged is not None or (
+            Conversation.objects.filter(owner=self.owner, source=self.source, external_id=key)
         ).exists()
-        conversation = _retry(
+        conversation = merged or _retry(
             lambda: services.start_conversation(
                 owner=self.owner,
                 title=title,
@@ -357,9 +360,17 @@ class _Writer:
                 self.outcome.children.append(pk)
         return conversation
 
+    def _merged(self, target: _Target) -> Conversation | None:
+        """The owner's conversation whose id a merging target's key is (``Begin.merge``), else
+        None (a foreign id is as absent as a missing one: the key then names a new one)."""
+        pk = parse_conversation_id(target.key) if target.merge else None
+        if pk is None or self.owner is None:
+            return None
+        return Conversation.objects.filter(pk=pk, owner=self.owner).first()
+
     def _exists(self, target: _Target) -> bool:
         """Whether the conversation of ``target`` exists already."""
-        return Conversation.objects.filter(
+        return self._merged(target) is not None or Conversation.objects.filter(
             owner=self.owner, source=self.source, external_id=target.key
         ).exists()
 

@@ -48,6 +48,9 @@ class Begin:
     key: str
     parent: str | None = None
     call_id: str | None = None
+    #: The key may be the id of a conversation of the owner (a frontend's list names the
+    #: conversation it came from): the items then go into that conversation, whatever its source.
+    merge: bool = False
 
 
 @dataclass(frozen=True)

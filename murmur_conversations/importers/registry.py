@@ -19,6 +19,7 @@ from murmur_conversations.importers import (
     anthropic,
     claude_code,
     codex,
+    frontends,
     murmur,
     muse,
     openai,
@@ -33,7 +34,18 @@ from murmur_conversations.importers.records import (
 )
 
 #: Every format name of ``--format``, ``auto`` aside, in the order of docs/formats.md.
-FORMAT_NAMES = ("murmur", "muse", "claude-code", "codex", "openai", "anthropic", "agentfootprint")
+FORMAT_NAMES = (
+    "murmur",
+    "muse",
+    "claude-code",
+    "codex",
+    "openai",
+    "anthropic",
+    "agentfootprint",
+    "vercel-ui",
+    "ag-ui",
+    "openai-items",
+)
 
 PARSERS: dict[str, Callable[[ParseContext], Parser]] = {
     murmur.NAME: murmur.parser,
@@ -43,6 +55,9 @@ PARSERS: dict[str, Callable[[ParseContext], Parser]] = {
     anthropic.NAME: anthropic.parser,
     agentfootprint.NAME: agentfootprint.parser,
     codex.NAME: codex.parser,
+    "vercel-ui": frontends.vercel_parser,
+    "ag-ui": frontends.ag_ui_parser,
+    "openai-items": frontends.openai_items_parser,
 }
 
 #: Lines of a JSON Lines source looked at to tell OpenAI messages from Anthropic ones.
@@ -57,6 +72,9 @@ def make_parser(name: str, context: ParseContext) -> Parser:
 def _list_format(messages: Any) -> str | None:
     if not isinstance(messages, list):
         return None
+    shape = frontends.sniff(messages)
+    if shape is not None:
+        return shape
     return anthropic.NAME if anthropic.looks_anthropic(messages) else openai.NAME
 
 
