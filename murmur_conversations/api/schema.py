@@ -27,11 +27,12 @@ CURSOR_PARAM: Param = ("cursor", str, "query", "The next_cursor of the previous 
 def document(
     *,
     summary: str,
-    responses: dict[int, Any],
+    responses: dict[Any, Any],
     params: list[Param] | None = None,
     request: Any = None,
 ) -> Callable[[F], F]:
-    """``drf_spectacular.utils.extend_schema`` with these responses, parameters and request body;
+    """``drf_spectacular.utils.extend_schema`` with these responses (keyed by status, or by
+    ``(status, media type)`` for a route with several), parameters and request body;
     the identity when drf-spectacular is not installed."""
     try:
         from drf_spectacular.utils import OpenApiParameter, extend_schema

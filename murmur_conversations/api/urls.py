@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from murmur_conversations.api.exports import ExportViewSet
 from murmur_conversations.api.feedback import FeedbackViewSet
 from murmur_conversations.api.forks import ForkViewSet
 from murmur_conversations.api.search import SearchView
@@ -62,6 +63,11 @@ urlpatterns = [
         _DETAIL + "pending/answer/",
         ConversationViewSet.as_view({"post": "answer_pending"}),
         name="conversation-pending-answer",
+    ),
+    path(
+        _DETAIL + "export/",
+        ExportViewSet.as_view({"get": "export"}),
+        name="conversation-export",
     ),
     path(
         _DETAIL + "tool-calls/",

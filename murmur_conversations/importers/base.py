@@ -332,9 +332,12 @@ class _Writer:
         title = self.best_title(target)
         created_at = target.first_time or self.last_time or self.fallback_time
         merged = self._merged(target)
-        before = merged is not None or (
-            Conversation.objects.filter(owner=self.owner, source=self.source, external_id=key)
-        ).exists()
+        before = (
+            merged is not None
+            or (
+                Conversation.objects.filter(owner=self.owner, source=self.source, external_id=key)
+            ).exists()
+        )
         conversation = merged or _retry(
             lambda: services.start_conversation(
                 owner=self.owner,
@@ -370,9 +373,12 @@ class _Writer:
 
     def _exists(self, target: _Target) -> bool:
         """Whether the conversation of ``target`` exists already."""
-        return self._merged(target) is not None or Conversation.objects.filter(
-            owner=self.owner, source=self.source, external_id=target.key
-        ).exists()
+        return (
+            self._merged(target) is not None
+            or Conversation.objects.filter(
+                owner=self.owner, source=self.source, external_id=target.key
+            ).exists()
+        )
 
     def end_conversation(self, target: _Target) -> None:
         """Write what is held for ``target``, then give it the best title the log had (a

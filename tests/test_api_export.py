@@ -1,0 +1,82 @@
+"""``GET conversations/{id}/export/?format=NAME`` (docs/api.md "Export"): every export format as a
+download of the bytes ``export_conversation`` writes, scoped like every read."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from murmur_conversations import services
+from murmur_conversations.exporters import EXPORTERS
+from tests.api_helpers import API, token_client
+from tests.helpers import MakeConversation
+from tests.import_helpers import export
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def saved(make_conversation: MakeConversation, user: User):
+    conversation = make_conversation(owner=user)
+    services.save_messages(
+        conversation=conversation,
+        messages=[
+            {"role": "user", "id": "u1", "content": "hi"},
+            {
+                "role": "assistant",
+                "id": "a1",
+                "content": [
+                    {"type": "text", "text": "looking"},
+                    {"type": "tool_call", "id": "c1", "name": "bash", "input": {"cmd": "ls"}},
+                ],
+            },
+            {"role": "tool", "id": "r1", "tool_call_id": "c1", "content": "a.txt"},
+        ],
+    )
+    return conversation
+
+
+@pytest.mark.parametrize("fmt", list(EXPORTERS))
+def test_each_format_downloads_what_the_command_writes(saved, user: User, fmt: str) -> None:
+    response = token_client(user).get(f"{API}conversations/{saved.pk}/export/", {"format": fmt})
+    assert response.status_code == 200
+    assert response.content.decode() == export(saved, "--format", fmt)
+    assert response["Content-Disposition"].startswith("attachment; filename=")
+    if fmt != "murmur":
+        assert response["Content-Type"].startswith("application/json")
+        json.loads(response.content)
+
+
+def test_the_default_is_murmur(saved, user: User) -> None:
+    response = token_client(user).get(f"{API}conversations/{saved.pk}/export/")
+    assert response["Content-Type"].startswith("application/x-ndjson")
+    assert response.content.decode() == export(saved)
+
+
+def test_foreign_missing_and_malformed_ids_are_the_same_404(saved, make_user) -> None:
+    stranger = token_client(make_user("stranger"))
+    answers = [
+        stranger.get(f"{API}conversations/{cid}/export/", {"format": "vercel-ui"})
+        for cid in (saved.pk, uuid.uuid4(), "nope")
+    ]
+    assert {a.status_code for a in answers} == {404}
+    assert len({a.content for a in answers}) == 1
+    assert APIClient().get(f"{API}conversations/{saved.pk}/export/").status_code in (401, 403)
+
+
+def test_an_unknown_format_is_a_400(saved, user: User) -> None:
+    response = token_client(user).get(f"{API}conversations/{saved.pk}/export/", {"format": "xml"})
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_field"
+    assert "vercel-ui" in response.json()["detail"]
+
+
+def test_the_route_is_in_the_openapi_schema(user: User) -> None:
+    raw = token_client(user).get(f"{API}schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    route = json.loads(raw.content)["paths"]["/api/conversations/{id}/export/"]["get"]
+    assert {p["name"] for p in route["parameters"]} >= {"id", "format"}
+    assert set(route["responses"]["200"]["content"]) == {"application/json", "application/x-ndjson"}
