@@ -161,5 +161,5 @@ def test_schema_matches_the_responses(
         seen += 1
     # the 11 routes of the app, the answer and access-log routes (the token is the demo's),
     # search/ and usage/, and feedback (PUT, DELETE), fork, share links (GET, POST, DELETE) and
-    # the shared view
-    assert seen == 22
+    # the shared view, and the export
+    assert seen == 23

@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Final
 
 from django.http import HttpResponse
-from rest_framework import serializers
 from rest_framework.request import Request
 
 from murmur_conversations.api.exceptions import InvalidField
 from murmur_conversations.api.params import query_value
-from murmur_conversations.api.schema import ID_PARAM, Param, document
+from murmur_conversations.api.schema import ID_PARAM, Param, document, free_form
 from murmur_conversations.api.viewsets import ERROR_RESPONSES, ConversationViewSet
 from murmur_conversations.exporters import EXPORTERS, export_murmur
 from murmur_conversations.models import AccessSurface
@@ -33,10 +32,8 @@ MEDIA: Final = {"murmur": ("application/x-ndjson", "jsonl")}
 JSON_MEDIA: Final = ("application/json", "json")
 #: The body's schema per media type: JSON Lines for murmur, one JSON document for the others.
 EXPORT_BODIES: Final = {
-    (200, "application/json"): serializers.JSONField(
-        help_text="One JSON array of messages or items (an Anthropic request body is an object)."
-    ),
-    (200, "application/x-ndjson"): serializers.CharField(help_text="murmur JSON Lines."),
+    (200, "application/json"): free_form("json"),
+    (200, "application/x-ndjson"): free_form("text"),
 }
 
 

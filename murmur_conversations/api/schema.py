@@ -46,3 +46,13 @@ def document(
         summary=summary, responses=responses, parameters=parameters, request=request
     )
     return decorator
+
+
+def free_form(kind: Literal["json", "text"]) -> Any:
+    """The schema of a body without a serializer: drf-spectacular's ``OpenApiTypes.ANY`` (any
+    JSON value) or ``OpenApiTypes.STR`` (text); None when drf-spectacular is not installed."""
+    try:
+        from drf_spectacular.types import OpenApiTypes
+    except ImportError:  # pragma: no cover - the app runs without drf-spectacular
+        return None
+    return OpenApiTypes.ANY if kind == "json" else OpenApiTypes.STR

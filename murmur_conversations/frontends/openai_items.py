@@ -27,6 +27,7 @@ from murmur_conversations.frontends.parts import (
     read_message,
     record_content,
     result_message,
+    string_of,
     thinking_text,
 )
 from murmur_conversations.frontends.vercel_ui import UnreadablePart
@@ -157,7 +158,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
         elif kind == "input_file" and isinstance(
             part.get("file_url") or part.get("file_data"), str
         ):
-            filename = part.get("filename") if isinstance(part.get("filename"), str) else ""
+            filename = string_of(part, "filename")
             block = media_block(str(part.get("file_url") or part.get("file_data")), "", filename)
             block["type"] = "file"
             blocks.append(block)

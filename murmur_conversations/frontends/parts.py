@@ -169,7 +169,7 @@ def read_media(block: dict[str, Any]) -> Media | None:
     ``image``/``document`` block (``source``), an OpenAI ``image_url`` part, or our ``file``
     block (``url`` or ``data``, ``mime_type``, ``filename``); None for any other block."""
     kind = block.get("type")
-    name = block.get("filename") if isinstance(block.get("filename"), str) else ""
+    name = string_of(block, "filename")
     if kind == "image_url":
         inner = block.get("image_url")
         url = inner.get("url") if isinstance(inner, dict) else inner
@@ -183,12 +183,18 @@ def read_media(block: dict[str, Any]) -> Media | None:
         if isinstance(source.get("url"), str):
             return _media(source["url"], str(source.get("media_type") or ""), name)
         return None
-    mime = block.get("mime_type") if isinstance(block.get("mime_type"), str) else ""
+    mime = string_of(block, "mime_type")
     if isinstance(block.get("data"), str):
         return _inline(mime or ("image/png" if kind == "image" else ""), block["data"], name)
     if isinstance(block.get("url"), str):
         return _media(block["url"], mime, name)
     return None
+
+
+def string_of(value: dict[str, Any], key: str) -> str:
+    """``value[key]`` when it is a string, else ""."""
+    found = value.get(key)
+    return found if isinstance(found, str) else ""
 
 
 def _inline(mime: str, data: str, name: str) -> Media:

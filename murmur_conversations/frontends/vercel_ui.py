@@ -26,6 +26,7 @@ from murmur_conversations.frontends.parts import (
     read_message,
     record_content,
     result_message,
+    string_of,
     thinking_text,
 )
 
@@ -136,7 +137,7 @@ def _block(part: dict[str, Any]) -> dict[str, Any] | None:
             block["signature"] = anthropic["signature"]
         return block
     if kind == "file":
-        filename = part.get("filename") if isinstance(part.get("filename"), str) else ""
+        filename = string_of(part, "filename")
         return media_block(_string(part, "url"), _string(part, "mediaType"), filename)
     if kind == "step-start":
         return None  # a step boundary of the stream, no content
