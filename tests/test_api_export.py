@@ -12,15 +12,16 @@ from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.exporters import EXPORTERS
+from murmur_conversations.models import Conversation
 from tests.api_helpers import API, token_client
-from tests.helpers import MakeConversation
+from tests.helpers import MakeConversation, MakeUser
 from tests.import_helpers import export
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def saved(make_conversation: MakeConversation, user: User):
+def saved(make_conversation: MakeConversation, user: User) -> Conversation:
     conversation = make_conversation(owner=user)
     services.save_messages(
         conversation=conversation,
@@ -41,7 +42,9 @@ def saved(make_conversation: MakeConversation, user: User):
 
 
 @pytest.mark.parametrize("fmt", list(EXPORTERS))
-def test_each_format_downloads_what_the_command_writes(saved, user: User, fmt: str) -> None:
+def test_each_format_downloads_what_the_command_writes(
+    saved: Conversation, user: User, fmt: str
+) -> None:
     response = token_client(user).get(f"{API}conversations/{saved.pk}/export/", {"format": fmt})
     assert response.status_code == 200
     assert response.content.decode() == export(saved, "--format", fmt)
@@ -51,13 +54,15 @@ def test_each_format_downloads_what_the_command_writes(saved, user: User, fmt: s
         json.loads(response.content)
 
 
-def test_the_default_is_murmur(saved, user: User) -> None:
+def test_the_default_is_murmur(saved: Conversation, user: User) -> None:
     response = token_client(user).get(f"{API}conversations/{saved.pk}/export/")
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert response.content.decode() == export(saved)
 
 
-def test_foreign_missing_and_malformed_ids_are_the_same_404(saved, make_user) -> None:
+def test_foreign_missing_and_malformed_ids_are_the_same_404(
+    saved: Conversation, make_user: MakeUser
+) -> None:
     stranger = token_client(make_user("stranger"))
     answers = [
         stranger.get(f"{API}conversations/{cid}/export/", {"format": "vercel-ui"})
@@ -68,7 +73,7 @@ def test_foreign_missing_and_malformed_ids_are_the_same_404(saved, make_user) ->
     assert APIClient().get(f"{API}conversations/{saved.pk}/export/").status_code in (401, 403)
 
 
-def test_an_unknown_format_is_a_400(saved, user: User) -> None:
+def test_an_unknown_format_is_a_400(saved: Conversation, user: User) -> None:
     response = token_client(user).get(f"{API}conversations/{saved.pk}/export/", {"format": "xml"})
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_field"

@@ -84,7 +84,8 @@ def check(folder: Path, lists: list[list[dict[str, Any]]]) -> list[dict[str, Any
         env={**os.environ, "NODE_PATH": str(folder / "node_modules")},
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    problems: list[dict[str, Any]] = json.loads(done.stdout)
+    return problems
 
 
 def test_generated_exports_pass_the_ai_sdks_validation() -> None:

@@ -224,13 +224,13 @@ def test_auto_detection_tells_the_shapes_apart(
 def test_ag_ui_output_parses_with_the_protocol_models(
     make_conversation: MakeConversation, user: User, record: list[dict[str, Any]]
 ) -> None:
-    core = pytest.importorskip("ag_ui.core")
+    from ag_ui.core import Message as AgUiMessage
     from pydantic import TypeAdapter
 
     original = make_conversation(owner=user)
     services.save_messages(conversation=original, messages=record)
     listed = json.loads(export(original, "--format", "ag-ui"))
-    parsed = TypeAdapter(list[core.Message]).validate_python(listed)
+    parsed = TypeAdapter(list[AgUiMessage]).validate_python(listed)
     # the package's own camelCase serialisation is what we wrote
-    dumped = TypeAdapter(list[core.Message]).dump_python(parsed, by_alias=True, mode="json")
+    dumped = TypeAdapter(list[AgUiMessage]).dump_python(parsed, by_alias=True, mode="json")
     assert dumped == listed
