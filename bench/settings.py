@@ -61,6 +61,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An outage answers 503 + Retry-After, never 500 (docs/deployment.md "Outages").
+    "murmur_conversations.middleware.OutageMiddleware",
 ]
 
 TEMPLATES = [

@@ -52,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An outage answers 503 + Retry-After, never 500 (docs/deployment.md "Outages").
+    "murmur_conversations.middleware.OutageMiddleware",
 ]
 
 # Content-Security-Policy of every page, the demo's and the admin's (docs/demo.md, "Content

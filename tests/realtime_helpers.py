@@ -14,6 +14,7 @@ from channels.routing import get_default_application
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 
+from murmur_conversations.realtime.layers import ProcessLocalChannelLayer
 from murmur_conversations.tickets import issue_ticket
 
 #: A websocket frame as JSON (docs/websocket.md).
@@ -99,3 +100,14 @@ async def frames_until(
         received.append(frame)
         if predicate(frame):
             return received
+
+
+class UnreachableLayer(ProcessLocalChannelLayer):
+    """A channel layer whose server cannot be reached (Redis down): every call that would talk
+    to it raises ``ConnectionRefusedError``, as a socket to a stopped server does."""
+
+    async def new_channel(self, prefix: str = "specific.") -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    async def group_add(self, group: str, channel: str) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")

@@ -55,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An outage answers 503 + Retry-After, never 500 (docs/deployment.md "Outages").
+    "murmur_conversations.middleware.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "tests.urls"

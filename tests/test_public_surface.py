@@ -25,6 +25,8 @@ DECLARED = [
     "murmur_conversations.realtime.routing",
     "murmur_conversations.realtime.middleware",
     "murmur_conversations.realtime.layers",
+    "murmur_conversations.middleware",
+    "murmur_conversations.outage",
 ]
 
 

@@ -14,16 +14,9 @@ Each test skips with a reason when its server binary is missing or cannot run he
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -37,85 +30,18 @@ from murmur_conversations import services
 from murmur_conversations.models import Conversation, ToolCall
 from murmur_conversations.realtime import broadcast
 from tests.helpers import assert_counters_match_rows
+from tests.private_servers import START_TIMEOUT, postgres_cluster, redis_server
 from tests.realtime_helpers import TIMEOUT, connect, db_async, frames_until
 from tests.servers import database_environment
 
 ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT = 30  # seconds a server may take to start; a bound, never a synchronisation
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, *, up: bool) -> None:
-    """Wait (bounded) until ``127.0.0.1:port`` accepts connections (``up``) or refuses them."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(1)
-            accepting = sock.connect_ex(("127.0.0.1", port)) == 0
-        if accepting == up:
-            return
-        time.sleep(0.05)  # polling a condition, bounded by the deadline
-    raise AssertionError(f"port {port} did not come {'up' if up else 'down'}")
-
-
-# ------------------------------------------------------------------------------ PostgreSQL
-
-
-def _pg_bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name) or ""]
-    return found[-1] or None
 
 
 @pytest.fixture
 def private_postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a free loopback port; yields its ``DATABASE_URL``.
-    As root it runs as the ``postgres`` system user (initdb refuses root)."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.skip("needs the PostgreSQL server binaries (initdb, pg_ctl)")
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        runuser = shutil.which("runuser")
-        if not runuser:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL")
-        try:
-            import pwd
-
-            account = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run PostgreSQL")
-        prefix = [runuser, "-u", "postgres", "--"]
-    base = tempfile.mkdtemp(prefix="murmur-pg-")
-    data = os.path.join(base, "data")
-    if prefix:
-        os.chown(base, account.pw_uid, account.pw_gid)
-    port = free_port()
-
-    def quiet(command: list[str]) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=START_TIMEOUT
-        )
-
-    try:
-        made = quiet([*prefix, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"])
-        if made.returncode != 0:
-            pytest.skip(f"initdb failed here: {made.stderr.decode()[-300:]}")
-        options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
-        log = os.path.join(base, "log")
-        started = quiet([*prefix, pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "start"])
-        if started.returncode != 0:
-            pytest.skip(f"PostgreSQL did not start here: {started.stderr.decode()[-300:]}")
-        yield f"postgres://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        if os.path.exists(os.path.join(data, "postmaster.pid")):
-            quiet([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"])
-        shutil.rmtree(base, ignore_errors=True)
+    """A throwaway PostgreSQL cluster (``tests.private_servers``); yields its ``DATABASE_URL``."""
+    with postgres_cluster() as cluster:
+        yield cluster.url
 
 
 KILL_SCENARIO = r"""
@@ -231,50 +157,19 @@ def test_a_connection_killed_mid_write_fails_cleanly_and_the_retry_lands_once(
 
 @pytest.fixture
 def private_redis(settings: Settings) -> Iterator[tuple[Callable[[], None], Callable[[], None]]]:
-    """A redis-server on a free loopback port, used as this test's channel layer; yields a
-    ``(stop, start)`` pair of functions."""
-    server = shutil.which("redis-server")
-    if not server:
-        pytest.skip("needs redis-server on PATH")
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="murmur-redis-")
-    process: list[subprocess.Popen[bytes]] = []
-
-    def start() -> None:
-        process.append(
-            subprocess.Popen(
-                [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", workdir],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )  # fmt: skip
-        wait_for_port(port, up=True)
-
-    def stop() -> None:
-        running = process.pop()
-        running.send_signal(signal.SIGKILL)  # a crash, not a clean shutdown
-        running.wait(START_TIMEOUT)
-        wait_for_port(port, up=False)
-
-    start()
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {
-                "hosts": [f"redis://127.0.0.1:{port}/0"],
-                "prefix": f"murmur-f-{uuid.uuid4().hex}",
-            },
+    """A redis-server on a free loopback port (``tests.private_servers``), used as this test's
+    channel layer; yields a ``(stop, start)`` pair of functions."""
+    with redis_server() as server:
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [server.url], "prefix": f"murmur-f-{uuid.uuid4().hex}"},
+            }
         }
-    }
-    try:
-        yield stop, start
-    finally:
-        assert broadcast.get_broadcaster().flush(TIMEOUT * 3)
-        for running in process:
-            running.kill()
-            running.wait(START_TIMEOUT)
-        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            yield server.stop, server.start
+        finally:
+            assert broadcast.get_broadcaster().flush(TIMEOUT * 3)
 
 
 # Killing Redis under redis-py's asyncio client leaves its dead connections' stream writers to

@@ -15,6 +15,8 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from murmur_conversations.outage import caused_by_database_outage, replace_dead_connections
+
 #: The one 404 body of every conversation route; never translated.
 NOT_FOUND_BODY: Final = {"detail": "Not found.", "code": "not_found"}
 
@@ -130,7 +132,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     if not isinstance(exc, exceptions.APIException):
-        return None
+        return None  # a database outage goes on to middleware.OutageMiddleware: a 503
+    if isinstance(exc, Unavailable) and caused_by_database_outage(exc):
+        replace_dead_connections()  # a write lost its connection: the pool's other dead ones go
     headers: dict[str, str] = {}
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:

@@ -17,7 +17,10 @@ hash, the session or API token it was opened with, the conversation it reads (th
   losing access however it was lost.
 
 A denied socket closes 4401 (its user, session, token or ticket ended) or 4404 (the conversation
-or share link is no longer readable by it).
+or share link is no longer readable by it). A check that cannot run (the database restarted or is
+down) is not a denial: it is retried once on a fresh connection, and if it still cannot run, the
+sockets waiting on it close 1013 (try again later) and reconnect; an idle re-check that fails
+closes nothing and runs again at the next interval.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from django.utils import timezone
 
 from murmur_conversations.conf import DEFAULTS, app_settings
 from murmur_conversations.models import Conversation, Share, ShareMode
+from murmur_conversations.outage import retry_once, unavailable
 from murmur_conversations.realtime.broadcast import get_broadcaster
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.selectors import conversations_for
@@ -47,6 +51,11 @@ logger = logging.getLogger("murmur_conversations.realtime")
 
 CLOSE_NO_USER: Final = 4401
 CLOSE_NOT_FOUND: Final = 4404
+#: The server failed unexpectedly; reconnect with backoff.
+CLOSE_INTERNAL: Final = 1011
+#: A service (the database, the channel layer's Redis) is unreachable right now; reconnect with
+#: backoff (``outage``).
+CLOSE_TRY_LATER: Final = 1013
 #: A denial (never sent as a close code): the conversation no longer exists. Its socket says so
 #: with ``conversation_deleted`` before it closes 4404, as when the deletion's own frame comes
 #: first: a re-check may find the deletion before another process's frame of it arrives.
@@ -232,13 +241,14 @@ class Gate:
     async def settle(self, socket: Guarded, check: asyncio.Future[dict[int, int]]) -> bool:
         """Whether ``check`` (of :meth:`start`) let ``socket`` pass; a denied socket is closed
         (:meth:`Guarded.deny`) and False, and so is every socket when the check failed (nothing
-        goes out unconfirmed). A socket watched after the check started was checked when it
+        goes out unconfirmed), with 1013 when the database could not answer (``outage``) and
+        1011 for any other failure: never 4401, since nothing was denied. A socket watched after the check started was checked when it
         connected, after the news."""
         try:
             denied = await asyncio.shield(check)
-        except Exception as error:
+        except Exception as error:  # a check that cannot run is not a denial: reconnect later
             logger.warning("access check failed: %r", error)
-            await socket.deny(CLOSE_NO_USER)
+            await socket.deny(CLOSE_TRY_LATER if unavailable(error) else CLOSE_INTERNAL)
             return False
         code = denied.get(id(socket))
         if code is not None:
@@ -255,7 +265,8 @@ class Gate:
         """``{id(socket): code}`` of the denied ``sockets``."""
         accesses = [s.access for s in sockets]
         checked = [(s, a) for s, a in zip(sockets, accesses, strict=True) if a is not None]
-        codes = await _off_the_sync_thread(denials)([a for _s, a in checked])
+        wanted = [a for _s, a in checked]
+        codes = await _off_the_sync_thread(lambda: retry_once(lambda: denials(wanted)))
         return {id(checked[index][0]): code for index, code in codes.items()}
 
     async def recheck_all(self) -> int:
@@ -282,12 +293,12 @@ class Gate:
                 logger.warning("access re-check failed: %r", error)
 
 
-def _off_the_sync_thread(function: Callable[[Sequence[Access]], dict[int, int]]) -> Any:
-    """``function`` through Channels' ``database_sync_to_async`` (connections closed when stale)
+def _off_the_sync_thread(function: Callable[[], dict[int, int]]) -> Any:
+    """``function()`` (``denials`` retried once on a fresh connection after a lost one) through Channels' ``database_sync_to_async`` (connections closed when stale)
     on a worker thread of its own, not the one thread that runs every thread-sensitive call: a
     check must not queue behind the database tail and the writes of this process, or every event
     would wait for them."""
-    return database_sync_to_async(function, thread_sensitive=False)
+    return database_sync_to_async(function, thread_sensitive=False)()
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

@@ -16,13 +16,14 @@ from django.contrib.auth import get_user_model
 
 from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
+from murmur_conversations.outage import unavailable
 from murmur_conversations.realtime import access, layer_is_process_local, reads
 from murmur_conversations.realtime.access import Access
 from murmur_conversations.realtime.access import gate as access_gate
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.realtime.poller import FramePoller, poller_for
 from murmur_conversations.realtime.receivers import auth_digest
-from murmur_conversations.realtime.scope import session_of
+from murmur_conversations.realtime.scope import SUBPROTOCOL, session_of
 from murmur_conversations.realtime.shared import shared_reads
 
 logger = logging.getLogger("murmur_conversations.realtime")
@@ -35,10 +36,8 @@ CLOSE_NOT_FOUND: Final = access.CLOSE_NOT_FOUND
 CLOSE_BAD_SINCE: Final = 4400
 CLOSE_TOO_BIG: Final = 1009
 CLOSE_BINARY: Final = 1003
-CLOSE_INTERNAL: Final = 1011
-CLOSE_TRY_LATER: Final = 1013
-#: The subprotocol the server answers with when the client offers it (docs/websocket.md).
-SUBPROTOCOL: Final = "murmur"
+CLOSE_INTERNAL: Final = access.CLOSE_INTERNAL
+CLOSE_TRY_LATER: Final = access.CLOSE_TRY_LATER
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -107,14 +106,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.session_key = str(getattr(session, "session_key", None) or "")
         return True
 
-    def user_access(self, conversation: Any = None) -> Access:
-        """The :class:`access.Access` of this socket's user, session and credential."""
+    def user_access(self, conversation: Any = None, *, share_hash: str | None = None) -> Access:
+        """The :class:`access.Access` of this socket's user (None for an anonymous share
+        reader), session and credential, reading ``conversation`` or the share link whose token
+        hashes to ``share_hash``."""
         return Access(
-            user_pk=self.user.pk,
+            user_pk=None if self.user is None else self.user.pk,
             digest=self.digest,
             session_key=self.session_key,
             credential=self.credential,
             conversation=conversation,
+            share_hash=share_hash,
         )
 
     def watch(self, topic: str, access: Access) -> None:
@@ -157,7 +159,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def join_revocation(self) -> None:
         """Join the groups that revoke this socket: the user's (deactivation, password change,
-        deletion), the session's (logout, deletion) and its API token's (deletion)."""
+        deletion), the session's (logout, deletion) and its API token's (deletion). An anonymous
+        share reader has none of them and joins nothing."""
+        if self.user is None:
+            return
         await self.join(group_name("user", self.user.pk))
         session = session_of(self.scope)
         if session:
@@ -187,16 +192,26 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 logger.warning("leaving %s failed: %r", group, error)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' dispatch, but an unexpected error in a handler closes the socket with 1011
-        (logged) instead of crashing the consumer without a close frame."""
+        """Channels' dispatch, but an error in a handler closes the socket instead of crashing
+        the consumer without a close frame: 1013 when a service is unreachable (the database or
+        the channel layer's Redis: ``outage.unavailable``, logged in one line), else 1011 (logged
+        with its traceback). Both tell the client to reconnect."""
         try:
             await super().dispatch(message)
         except StopConsumer:
             raise
-        except Exception:
-            logger.exception("websocket %s failed on %r", self.channel_name, message.get("type"))
+        except Exception as error:
+            kind = message.get("type")
+            if unavailable(error):
+                logger.warning(
+                    "websocket %s: a service failed on %r: %r", self.channel_name, kind, error
+                )
+                code = CLOSE_TRY_LATER
+            else:
+                logger.exception("websocket %s failed on %r", self.channel_name, kind)
+                code = CLOSE_INTERNAL
             with contextlib.suppress(Exception):
-                await self.shut(CLOSE_INTERNAL)
+                await self.shut(code)
 
     async def shut(self, code: int) -> None:
         """Close with ``code`` once; stop the tail and leave the groups."""
@@ -255,7 +270,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.confirmed(message.get("at"))
 
     async def check_user(self) -> None:
-        """Re-read the user (tail only): close 4401 when gone, inactive or its password changed."""
+        """Re-read the user (tail only): close 4401 when gone, inactive or its password changed;
+        nothing to re-read for an anonymous share reader."""
+        if self.user is None:
+            return
         pk = self.user.pk
         user = await shared_reads().read(
             ("user", pk),
@@ -281,7 +299,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.watching.append((poller, conversation, owner))
 
     def start_tail(self) -> None:
-        """Re-check the user every ``8 * DB_TAIL_INTERVAL`` seconds until the socket closes."""
+        """Re-check the user every ``8 * DB_TAIL_INTERVAL`` seconds until the socket closes (an
+        anonymous share reader has no user: no tail)."""
+        if self.user is None:
+            return
         self.tail_task = asyncio.ensure_future(self._tail_loop())
 
     def stop_tail(self) -> asyncio.Task[None] | None:

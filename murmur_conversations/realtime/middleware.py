@@ -2,7 +2,8 @@
 cookie, only from an allowed origin (exactly, as Django's CSRF origin check), or a ticket from
 ``POST ws-ticket/`` from any origin.
 
-``MurmurAuthMiddlewareStack(inner)`` = :class:`CookieOriginMiddleware` (drops the Cookie header of
+``MurmurAuthMiddlewareStack(inner)`` = :class:`OutageMiddleware` (a failure before or after the
+handshake closes 1013/1011 instead of an HTTP 500) around :class:`CookieOriginMiddleware` (drops the Cookie header of
 a connection from a disallowed origin, so it has no user) around Channels' ``AuthMiddlewareStack``
 around :class:`TicketMiddleware` (a ``ticket`` parameter decides the user alone: a bad one means no
 user, whatever the cookie says).
@@ -10,6 +11,7 @@ user, whatever the cookie says).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,18 +22,22 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
-from murmur_conversations.realtime.scope import query_values
+from murmur_conversations.outage import unavailable
+from murmur_conversations.realtime.access import CLOSE_INTERNAL, CLOSE_TRY_LATER
+from murmur_conversations.realtime.scope import SUBPROTOCOL, query_values
 from murmur_conversations.tickets import TICKET_PREFIX, redeem_ticket
 
 __all__ = [
     "CookieOriginMiddleware",
     "MurmurAuthMiddlewareStack",
+    "OutageMiddleware",
     "TicketMiddleware",
     "origin_allowed",
     "ticket_candidates",
 ]
 
 ASGIApp = Any
+logger = logging.getLogger("murmur_conversations.realtime")
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -137,6 +143,68 @@ def ticket_candidates(scope: dict[str, Any]) -> list[str] | None:
     return None
 
 
+class OutageMiddleware:
+    """A websocket connection that fails with an exception (the channel layer's Redis is down
+    when the consumer subscribes, the database or the ticket cache cannot be read while
+    authenticating) is accepted, then closed with 1013 (a service is unreachable:
+    ``outage.unavailable``, logged in one line) or 1011 (anything else, logged with its
+    traceback), instead of the server answering the handshake with HTTP 500. Both codes tell
+    the client to reconnect with backoff (docs/websocket.md)."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope.get("type") != "websocket":
+            return await self.inner(scope, receive, send)
+        sent: set[str] = set()
+        received: set[str] = set()
+
+        async def tracked_receive() -> dict[str, Any]:
+            message: dict[str, Any] = await receive()
+            received.add(message.get("type", ""))
+            return message
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            await send(message)
+            sent.add(message.get("type", ""))
+
+        try:
+            return await self.inner(scope, tracked_receive, tracked_send)
+        except Exception as error:
+            if "websocket.close" in sent or "websocket.disconnect" in received:
+                raise  # the socket already ended: nothing to tell the client
+            code = CLOSE_TRY_LATER if unavailable(error) else CLOSE_INTERNAL
+            if code == CLOSE_TRY_LATER:
+                logger.warning(
+                    "websocket %s: a service is unavailable: %r", scope.get("path"), error
+                )
+            else:
+                logger.exception("websocket %s failed", scope.get("path"))
+            await _close(scope, receive, send, code, accepted="websocket.accept" in sent,
+                         connected="websocket.connect" in received)  # fmt: skip
+            return None
+
+
+async def _close(
+    scope: dict[str, Any], receive: Any, send: Any, code: int, *, accepted: bool, connected: bool
+) -> None:
+    """Accept the handshake (unless done; with the ``murmur`` subprotocol when offered), then
+    close with ``code``; nothing when the client left before its handshake was read."""
+    if not accepted:
+        if not connected and (await receive()).get("type") != "websocket.connect":
+            return
+        offered = scope.get("subprotocols") or []
+        await send(
+            {
+                "type": "websocket.accept",
+                "subprotocol": SUBPROTOCOL if SUBPROTOCOL in offered else None,
+            }
+        )
+    await send({"type": "websocket.close", "code": code})
+
+
 def MurmurAuthMiddlewareStack(inner: ASGIApp) -> ASGIApp:
-    """Cookie session (allowed origins only) and ``?ticket=`` authentication around ``inner``."""
-    return CookieOriginMiddleware(AuthMiddlewareStack(TicketMiddleware(inner)))
+    """Cookie session (allowed origins only) and ``?ticket=`` authentication around ``inner``,
+    inside :class:`OutageMiddleware`."""
+    return OutageMiddleware(CookieOriginMiddleware(AuthMiddlewareStack(TicketMiddleware(inner))))

@@ -12,6 +12,9 @@ _DIGITS: Final = re.compile(r"[0-9]+")
 #: The largest ``since`` a socket accepts: the largest event_seq a database column can hold.
 MAX_SINCE: Final = 2**63 - 1
 
+#: The subprotocol the server answers with when the client offers it (docs/websocket.md).
+SUBPROTOCOL: Final = "murmur"
+
 
 class InvalidSince(ValueError):
     """``since`` is present but not one integer from 0 to :data:`MAX_SINCE`."""

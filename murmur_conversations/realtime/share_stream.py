@@ -22,7 +22,6 @@ from channels.db import database_sync_to_async
 from murmur_conversations.conf import app_settings
 from murmur_conversations.models import Conversation, Share, ShareMode
 from murmur_conversations.realtime import reads
-from murmur_conversations.realtime.access import Access
 from murmur_conversations.realtime.base import CLOSE_NOT_FOUND, LiveConsumer
 from murmur_conversations.realtime.groups import group_name
 from murmur_conversations.representations import iso, shared_row, shared_row_shown, shared_summary
@@ -55,22 +54,13 @@ class SharedConsumer(LiveConsumer):
         if share is None:
             await self.shut(CLOSE_NOT_FOUND)
             return
-        access = Access(user_pk=None, share_hash=share.token_hash)
-        if share.require_login:
-            if not await self.authenticate():  # no user, a bad ticket, a disabled user: 4401
-                return
-            access = Access(
-                user_pk=self.user.pk,
-                digest=self.digest,
-                session_key=self.session_key,
-                credential=self.credential,
-                share_hash=share.token_hash,
-            )
+        # no user, a bad ticket, a disabled user: 4401
+        if share.require_login and not await self.authenticate():
+            return
         self.pk = share.conversation_id
-        self.watch(group_name("share", share.pk), access)
+        self.watch(group_name("share", share.pk), self.user_access(share_hash=share.token_hash))
         await self.join(group_name("share", share.pk))
-        if share.require_login:
-            await self.join_revocation()
+        await self.join_revocation()  # nothing for an anonymous reader
         await self.join(group_name("conversation", share.conversation_id))
         if self.tails():  # other processes' writes, through the frame-log poller
             await self.watch_frames(conversation=share.conversation_id)
