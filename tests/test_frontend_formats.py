@@ -192,6 +192,8 @@ def test_bad_entries_are_reported_and_the_rest_lands(
     if isinstance(body, list):
         assert code == 1
         assert stored(Conversation.objects.get(owner=user)) == [("ok", "user")]
+    else:
+        assert code == 2 and not Conversation.objects.exists()
 
 
 def test_auto_detection_tells_the_shapes_apart(
