@@ -161,6 +161,38 @@ EXPECTED = {
         records=0,
         transcript=4,
     ),
+    # a useChat request body: an image file part, step-start parts, signed reasoning, one tool
+    # part with an output and one with an error, text after the tools
+    "vercel_ui/trip_planner.json": Expected(
+        "vercel-ui",
+        "chat-trip-0001",
+        messages=6,
+        calls={"completed": 1, "failed": 1},
+        results=2,
+        records=0,
+        transcript=4,
+    ),
+    # a RunAgentInput: system, a reasoning message before its assistant message, toolCalls, a
+    # tool message with an error, a user message with an image part
+    "ag_ui/support_thread.json": Expected(
+        "ag-ui",
+        "thread-support-0001",
+        messages=7,
+        calls={"completed": 1, "failed": 1},
+        results=2,
+        records=0,
+        transcript=4,
+    ),
+    # Conversations items with OpenAI's own ids: each item its own message
+    "openai_items/refund_items.json": Expected(
+        "openai-items",
+        None,
+        messages=5,
+        calls={"completed": 1},
+        results=1,
+        records=0,
+        transcript=2,
+    ),
     "agentfootprint/conversation.json": Expected(
         "agentfootprint",
         None,

@@ -85,6 +85,9 @@ def _document_format(value: Any) -> str | None:
         return None
     if agentfootprint.sniff(value):
         return agentfootprint.NAME
+    for holder in ("data", "items"):  # a Conversations list page or body
+        if isinstance(value.get(holder), list) and frontends.sniff(value[holder]):
+            return frontends.sniff(value[holder])
     if "messages" in value:
         if isinstance(value.get("system"), str | list):
             return anthropic.NAME

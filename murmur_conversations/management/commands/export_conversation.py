@@ -1,4 +1,5 @@
-"""``manage.py export_conversation ID [--format murmur|openai|anthropic] [--no-feedback]``: write a
+"""``manage.py export_conversation ID [--format murmur|openai|anthropic|vercel-ui|ag-ui|openai-items]
+[--no-feedback]``: write a
 conversation's record to stdout (``exporters``; docs/formats.md), murmur with its feedback lines
 unless ``--no-feedback``. Exit 0, or 2 for an unknown or malformed id."""
 
@@ -15,14 +16,16 @@ from murmur_conversations.selectors import parse_conversation_id
 
 class Command(BaseCommand):
     help = (
-        "Write a conversation's record to stdout as murmur JSON Lines (default), an OpenAI list "
-        "or an Anthropic list."
+        "Write a conversation's record to stdout as murmur JSON Lines (default), an OpenAI or "
+        "Anthropic list, or a chat frontend's list (vercel-ui, ag-ui, openai-items)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("conversation", metavar="ID", help="the conversation id (a UUID)")
         parser.add_argument(
-            "--format", default="murmur", help="murmur (default), openai or anthropic"
+            "--format",
+            default="murmur",
+            help="murmur (default), openai, anthropic, vercel-ui, ag-ui or openai-items",
         )
         parser.add_argument(
             "--no-feedback",
