@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 from django.apps import AppConfig
 
@@ -17,8 +18,18 @@ def _ensure_search_index(sender: AppConfig, using: str = "default", **kwargs: ob
     search_index.ensure(connections[using])
 
 
+def _secure_delete(sender: object, connection: Any, **kwargs: object) -> None:
+    """``connection_created``: ``PRAGMA secure_delete = ON`` on every SQLite connection, so what
+    a deletion frees is overwritten with zeros instead of lingering in the file's free pages
+    (docs/security.md "What deletion removes")."""
+    if connection.vendor == "sqlite":
+        # On the DB-API connection: no query of Django's (the debug log, execute wrappers).
+        connection.connection.execute("PRAGMA secure_delete = ON")
+
+
 class MurmurConversationsConfig(AppConfig):
-    """Registers the system checks; live-update receivers are connected only if Channels is there."""
+    """Registers the system checks and SQLite's ``secure_delete``; live-update receivers are
+    connected only if Channels is there."""
 
     name = "murmur_conversations"
     label = "murmur_conversations"
@@ -26,11 +37,15 @@ class MurmurConversationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
 
         from murmur_conversations import checks  # noqa: F401  (registers the checks)
 
         post_migrate.connect(_ensure_search_index, sender=self)
+        connection_created.connect(
+            _secure_delete, dispatch_uid="murmur_conversations.secure_delete"
+        )
 
         # Without Channels the app works, minus live updates (docs/websocket.md).
         if importlib.util.find_spec("channels") is not None:

@@ -537,6 +537,46 @@ class ImportedSource(models.Model):
         return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+#: Import formats whose conversation key is made from the messages themselves (a bare message
+#: list or an envelope has no session id: ``importers.records.key_of_messages``). Deleting their
+#: conversations leaves no :class:`DeletedSource`, which would keep a fingerprint of the content
+#: (docs/formats.md "Deleted conversations stay deleted").
+CONTENT_KEYED_SOURCES = frozenset({"openai", "anthropic", "agentfootprint"})
+
+
+class DeletedSource(models.Model):
+    """What remains of a deleted conversation that came from a source with an identity: its
+    owner, its ``source`` (the import format) and the sha256 of its ``external_id`` (the log's
+    session id, the murmur key...), and when it was deleted; nothing of its content. Written in
+    the deletion's transaction; ``import_conversations`` refuses to import a conversation with
+    that identity again unless ``--restore-deleted`` (docs/formats.md "Deleted conversations stay
+    deleted"). Conversations without an owner or an ``external_id``, and those of
+    :data:`CONTENT_KEYED_SOURCES`, leave none."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_deleted_sources"
+    )
+    source = models.CharField(max_length=64)
+    key_hash = models.CharField(max_length=64)
+    deleted_at = models.DateTimeField(default=timezone.now, db_default=Now())
+
+    class Meta:
+        ordering = ("owner", "source", "key_hash")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("owner", "source", "key_hash"), name="murmur_deleted_source_uniq"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"deleted {self.source} conversation {self.key_hash[:12]}"
+
+    @staticmethod
+    def key_of(external_id: str) -> str:
+        """The ``key_hash`` of an ``external_id``: the hex sha256 of its UTF-8 bytes."""
+        return hashlib.sha256(external_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class RedactionCount(models.Model):
     """How many secrets one detector replaced in one conversation's writes (docs/write-path.md
     "Redaction"). Kept by the services in the write that stored the redacted text, never summed

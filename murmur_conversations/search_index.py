@@ -302,6 +302,27 @@ def sqlite_drop_statements() -> list[str]:
     ]
 
 
+def sqlite_forget_statements() -> list[str]:
+    """What takes deleted rows' words out of the SQLite index: FTS5 keeps the terms of a deleted
+    row in its segments (with a delete marker) until they are merged, so ``optimize`` merges
+    every segment of both tables into one, which drops them. It rewrites the whole index: its
+    cost grows with the index (docs/security.md "What deletion removes")."""
+    return [
+        f"INSERT INTO {table}({table}) VALUES ('optimize')" for table in (DISPLAY_FTS, TITLE_FTS)
+    ]
+
+
+def forget_deleted(connection: Any) -> None:
+    """After rows were deleted, in the same transaction: on SQLite, run
+    :func:`sqlite_forget_statements`, so no segment keeps a deleted row's words; nothing elsewhere
+    (on PostgreSQL the GIN entries and the row versions are the server's to ``VACUUM``)."""
+    if backend_for(connection.vendor) != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for statement in sqlite_forget_statements():
+            cursor.execute(statement)
+
+
 # --------------------------------------------------------------------------- install
 
 

@@ -23,6 +23,7 @@ from murmur_conversations.models import (
     ContentType,
     Conversation,
     ConversationTag,
+    DeletedSource,
     Feedback,
     Hold,
     Message,
@@ -328,3 +329,21 @@ def retention_cutoff(older_than: timedelta) -> datetime | None:
         return timezone.now() - older_than
     except OverflowError:
         return None
+
+
+def deleted_source(*, owner: Any, source: str, external_id: str) -> datetime | None:
+    """When ``owner``'s conversation of ``source`` keyed ``external_id`` was deleted (its
+    ``DeletedSource``), or None when it never was, or when a conversation with that identity
+    exists again (restored on purpose). ``owner``: a user or its pk."""
+    owner_pk = getattr(owner, "pk", owner)
+    if Conversation.objects.filter(
+        owner_id=owner_pk, source=source, external_id=external_id
+    ).exists():
+        return None
+    return (
+        DeletedSource.objects.filter(
+            owner_id=owner_pk, source=source, key_hash=DeletedSource.key_of(external_id)
+        )
+        .values_list("deleted_at", flat=True)
+        .first()
+    )

@@ -181,11 +181,12 @@ def test_an_appended_file_is_read_from_where_the_last_import_ended(
 
 
 @pytest.mark.parametrize("grown", [False, True], ids=["unchanged", "grown"])
-def test_a_deleted_conversation_stays_deleted_until_reread(
+def test_a_deleted_conversation_stays_deleted_until_restored(
     tmp_path: Path, user: User, grown: bool
 ) -> None:
-    """Deleting what a file was imported into, then importing the file again (grown or not), adds
-    nothing: no conversation of the file's tail alone. ``--reread`` imports it whole again."""
+    """Deleting what a file was imported into, then importing the file again (grown or not, and
+    with ``--reread``), adds nothing and says so on stderr; ``--restore-deleted`` imports it whole
+    again (docs/formats.md "Deleted conversations stay deleted")."""
     session, _ = history(tmp_path)
     assert run(session, "--owner", user.username)[0] == 0
     [conversation] = Conversation.objects.filter(owner=user, parent__isnull=True)
@@ -198,11 +199,13 @@ def test_a_deleted_conversation_stays_deleted_until_reread(
         more = [c.prompt("Add herbs"), c.answer("msg_2", "Done")]
         with session.open("ab") as file:
             file.write(write_jsonl(tmp_path / "more.jsonl", more).read_bytes())
-    code, out, err = run(session, "--owner", user.username)
-    assert (code, err) == (0, "")
-    assert "deleted since the last import" in out
-    assert not Conversation.objects.filter(owner=user).exists()
-    assert run(session, "--owner", user.username, "--reread")[0] == 0
+    for extra in ((), ("--reread",)):
+        code, _out, err = run(session, "--owner", user.username, *extra)
+        assert code == 0
+        assert "was deleted" in err and "--restore-deleted" in err
+        assert not Conversation.objects.filter(owner=user).exists()
+        assert not ImportedSource.objects.filter(owner=user).exists()
+    assert run(session, "--owner", user.username, "--restore-deleted")[0] == 0
     [again] = Conversation.objects.filter(owner=user, parent__isnull=True)
     assert Message.objects.filter(conversation=again).count() == whole + (2 if grown else 0)
     assert_counters_match_rows(again)

@@ -9,6 +9,8 @@ import zipfile
 from typing import Any, Final
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.admin.options import get_content_type_for_model
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
@@ -606,6 +608,31 @@ class ConversationAdmin(ReadOnlyAdmin):
             "display messages": sum(c.last_seq for c in conversations),
         }
         return summary, counts, set(), protected
+
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> list[LogEntry]:
+        """Django's admin log entries of the deletion, named by each conversation's id, never
+        by its title: nothing of a deleted conversation's content stays behind (docs/security.md
+        "What deletion removes")."""
+        content_type = get_content_type_for_model(self.model)
+        staff: Any = request.user.pk  # signed in: the admin lets nobody else delete
+        return LogEntry.objects.bulk_create(
+            [
+                LogEntry(
+                    user_id=staff,
+                    content_type_id=content_type.pk,
+                    object_id=str(obj.pk),
+                    object_repr=str(obj.pk),
+                    action_flag=DELETION,
+                    change_message="",
+                )
+                for obj in queryset
+            ]
+        )
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        """The base answer, its message naming the conversation by id (the title went with
+        it)."""
+        return super().response_delete(request, str(obj_id), obj_id)
 
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
         """Delete through ``services.delete_conversation`` (batches, then the signal)."""

@@ -26,7 +26,7 @@ from typing import Any, Final, TypeVar
 
 from django.contrib.auth import get_user_model
 
-from murmur_conversations import services
+from murmur_conversations import selectors, services
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     ConversationsError,
@@ -91,6 +91,10 @@ class Outcome:
     children: list[str] = field(default_factory=list)
     unknown_kinds: Counter[str] = field(default_factory=Counter)
     titles: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: Keys of conversations refused because they were deleted since an import, and the items of
+    #: theirs left out (docs/formats.md "Deleted conversations stay deleted").
+    deleted: list[str] = field(default_factory=list)
+    deleted_items: int = 0
 
     @property
     def unknown(self) -> int:
@@ -137,6 +141,7 @@ class _Target:
     unknown_held: bool = False  # an unknown record of this key: kept whatever comes
     outside: bool = False  # a parent this source names but gives no line of
     merge: bool = False  # the key may name a conversation of the owner by id (Begin.merge)
+    deleted: bool = False  # deleted since an import: its items are refused
 
 
 class _Writer:
@@ -155,6 +160,7 @@ class _Writer:
         fallback_time: datetime | None = None,
         previous_titles: dict[str, tuple[str, int]] | None = None,
         final: bool = True,
+        restore_deleted: bool = False,
     ) -> None:
         self.owner = owner
         self.source = source
@@ -173,6 +179,7 @@ class _Writer:
         self.created: set[str] = set()  # conversations this import created
         self.previous_titles = previous_titles or {}
         self.final = final
+        self.restore_deleted = restore_deleted
 
     @property
     def current(self) -> _Target:
@@ -208,6 +215,8 @@ class _Writer:
             self.link(item)
         elif self.target is None:
             self.problem(Problem(None, f"the parser gave {type(item).__name__} before a key"))
+        elif self.target.deleted:
+            self.outcome.deleted_items += 1
         elif isinstance(item, Title):
             if self.target.title is None or item.rank >= self.target.title.rank:
                 self.target.title = item
@@ -246,9 +255,43 @@ class _Writer:
             parent = None if item.parent is None else _external_id(item.parent)
             call_id = item.call_id or self.links.pop(key, None)
             target = self.targets[key] = _Target(key, parent, call_id, merge=item.merge)
+            target.deleted = self.refused_as_deleted(target)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
         self.target = target
+
+    def refused_as_deleted(self, target: _Target) -> bool:
+        """Whether ``target``'s conversation, or the parent it names, was deleted since an import
+        (``selectors.deleted_source``: by its source identity, whatever path or stream it comes
+        from again), reported once; never with ``restore_deleted`` (docs/formats.md "Deleted
+        conversations stay deleted")."""
+        if self.restore_deleted:
+            return False
+        when = self._deleted_at(target.key)
+        whose = "it was"
+        if when is None and target.parent is not None:
+            above = self.targets.get(target.parent)
+            if above is not None and above.deleted:
+                return self._refuse_deleted(target, "its parent conversation was deleted")
+            when = self._deleted_at(target.parent) if above is None else None
+            whose = "its parent conversation was"
+        if when is None:
+            return False
+        return self._refuse_deleted(target, f"{whose} deleted on {when:%Y-%m-%d %H:%M} UTC")
+
+    def _deleted_at(self, key: str) -> datetime | None:
+        return selectors.deleted_source(owner=self.owner, source=self.source, external_id=key)
+
+    def _refuse_deleted(self, target: _Target, why: str) -> bool:
+        """Report ``target`` as refused for a deletion: not a bad line (the deletion was meant;
+        the run's exit status does not change), so ``refused`` is False."""
+        self.outcome.deleted.append(target.key)
+        reason, _ = redact(
+            f"conversation {target.key!r} not imported: {why}, and a deleted conversation is "
+            "not imported again; pass --restore-deleted to import it on purpose"
+        )
+        self.report(Problem(None, reason, refused=False))
+        return True
 
     def link(self, item: Link) -> None:
         """A child's launching call, learned after its lines (or in another source)."""
@@ -741,6 +784,7 @@ def run_import(
     fallback_time: datetime | None = None,
     previous_titles: dict[str, tuple[str, int]] | None = None,
     final: bool = True,
+    restore_deleted: bool = False,
 ) -> Outcome:
     """Import one source: ``lines`` (from ``reading.iter_lines``) through ``parser`` (of format
     ``source``, the conversations' ``source`` column) for ``owner``. Each refused line is passed to
@@ -748,7 +792,9 @@ def run_import(
     streamed text. ``fallback_time`` dates what comes before any line with a time (a file's
     modification time; None: now); ``previous_titles`` are the titles an earlier import of this
     source set (conversation id -> (title, rank)). ``final`` false (a pass of a folder being
-    followed) leaves open calls open. Returns the ``Outcome``; raises nothing for bad input."""
+    followed) leaves open calls open. A conversation deleted since an import is refused (reported
+    once, its items left out) unless ``restore_deleted``. Returns the ``Outcome``; raises nothing
+    for bad input."""
     outcome = Outcome()
     writer = _Writer(
         owner=owner,
@@ -760,6 +806,7 @@ def run_import(
         fallback_time=fallback_time,
         previous_titles=previous_titles,
         final=final,
+        restore_deleted=restore_deleted,
     )
     for line in lines:
         for item in parser.feed(line):

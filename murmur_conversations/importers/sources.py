@@ -178,10 +178,11 @@ class FileResult:
 
     @property
     def ok(self) -> bool:
-        """Whether the source counts as imported (something usable, or known and unchanged)."""
+        """Whether the source counts as imported (something usable, or known and unchanged, or
+        only conversations deleted on purpose)."""
         if self.status in ("unchanged", "appended", "deleted"):
             return True
-        return self.outcome is not None and self.outcome.usable > 0
+        return self.outcome is not None and (self.outcome.usable > 0 or bool(self.outcome.deleted))
 
 
 def _options(fmt: str, conversation_id: str | None) -> str:
@@ -195,7 +196,8 @@ class Importer:
     ``report(name, problem)`` is called for every refused line or source; ``on_line(size)`` for
     every line read (progress). ``incremental`` false reads every file whole and remembers
     nothing (so does ``dry_run``); ``final`` false (a pass of ``--follow`` over folders) leaves
-    calls open when a file ends.
+    calls open when a file ends; ``restore_deleted`` imports conversations deleted since an
+    import again (``run_import``).
     """
 
     def __init__(
@@ -209,6 +211,7 @@ class Importer:
         on_line: Callable[[int], None] | None = None,
         incremental: bool = True,
         final: bool = True,
+        restore_deleted: bool = False,
     ) -> None:
         self.owner = owner
         self.fmt = fmt
@@ -218,6 +221,7 @@ class Importer:
         self.on_line = on_line
         self.incremental = incremental and not dry_run
         self.final = final
+        self.restore_deleted = restore_deleted
         self.options = _options(fmt, conversation_id)
         self.known: dict[str, ImportedSource] = {}
         #: What the sessions read so far told of their subagents: agent id -> launching call.
@@ -363,6 +367,7 @@ class Importer:
             fallback_time=fallback_time,
             previous_titles={k: (v[0], v[1]) for k, v in titles.items() if _title_entry(v)},
             final=self.final,
+            restore_deleted=self.restore_deleted,
         )
         result = FileResult(source.name, status, fmt, outcome=outcome, problems=problems)
         result.lines = cursor.line - (record.line if record is not None else 0)
@@ -421,8 +426,8 @@ class Importer:
                 services.forget_imported_source(owner=self.owner, path=source.resolved)
             return
         outcome = result.outcome
-        if outcome is None:
-            return
+        if outcome is None or (outcome.deleted and not outcome.conversations and not previous):
+            return  # nothing but deleted conversations: no memory of the file either
         conversations = list(previous.conversations) if previous is not None else []
         conversations += [c for c in outcome.conversations if c not in conversations]
         titles = dict(previous.titles) if previous is not None else {}

@@ -1,6 +1,14 @@
 """Deleting conversations in batches, with their children, and purging by owner or age
 (docs/deployment.md "Retention and holds"). A held conversation (``selectors.is_held``: a hold on
-it or on one of its descendants) is never deleted or purged."""
+it or on one of its descendants) is never deleted or purged.
+
+A deletion forgets completely (docs/security.md "What deletion removes"): in its transaction it
+removes every row of the conversations (the frame log's included, and the parent's logged frames
+that showed a deleted child), takes them out of the import memory (``ImportedSource``), leaves a
+``DeletedSource`` of each one that came from a source with an identity (so an import does not
+bring it back), and on SQLite merges the search index's segments; after commit, on SQLite, the
+write-ahead log is checkpointed and truncated. ``PRAGMA secure_delete`` (set on every SQLite
+connection, ``apps.py``) zeroes the freed space."""
 
 from __future__ import annotations
 
@@ -10,16 +18,22 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.db import connections, router, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
+from murmur_conversations import search_index
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
+    CONTENT_KEYED_SOURCES,
     AccessLogEntry,
     Conversation,
     ConversationTag,
+    DeletedSource,
     DisplayMessage,
     Feedback,
+    FrameLogEntry,
+    ImportedSource,
     Message,
     MessageUsage,
     RedactionCount,
@@ -60,6 +74,7 @@ _ROW_MODELS: Final[tuple[tuple[type[Model], str], ...]] = (
     (SourceRecord, "conversation_id__in"),
     (RedactionCount, "conversation_id__in"),
     (AccessLogEntry, "conversation_id__in"),
+    (FrameLogEntry, "conversation_id__in"),
 )
 
 Owned = tuple[uuid.UUID, Any]
@@ -90,9 +105,10 @@ def _descendants(root: uuid.UUID, using: str) -> list[list[Owned]]:
 
 def _delete_rows(pks: list[uuid.UUID], using: str) -> None:
     """The rows of the conversations ``pks`` in every table of the app, in batches, leaf tables
-    first."""
+    first; their ``DeletedSource`` rows written and the import memory told."""
     for start in range(0, len(pks), _CONVERSATIONS_PER_BATCH):
         chunk = pks[start : start + _CONVERSATIONS_PER_BATCH]
+        _remember_deleted(chunk, using)
         for model, lookup in _ROW_MODELS:
             manager = model._default_manager.using(using)
             while True:
@@ -104,6 +120,79 @@ def _delete_rows(pks: list[uuid.UUID], using: str) -> None:
                 if not ids:
                     break
                 manager.filter(pk__in=ids).delete()
+
+
+def _remember_deleted(pks: list[uuid.UUID], using: str) -> None:
+    """For the conversations ``pks`` (about to be deleted): a ``DeletedSource`` of each owned one
+    with a source identity (``external_id``, a source not in ``CONTENT_KEYED_SOURCES``), and
+    their ids and titles taken out of their owners' ``ImportedSource`` rows; a row left with no
+    conversation is deleted (its path with it)."""
+    rows = list(
+        Conversation.objects.using(using)
+        .filter(pk__in=pks)
+        .values_list("owner_id", "source", "external_id")
+    )
+    now = timezone.now()
+    tombstones = [
+        DeletedSource(
+            owner_id=owner, source=source, key_hash=DeletedSource.key_of(key), deleted_at=now
+        )
+        for owner, source, key in rows
+        if owner is not None and key and source not in CONTENT_KEYED_SOURCES
+    ]
+    if tombstones:
+        DeletedSource.objects.using(using).bulk_create(
+            tombstones,
+            update_conflicts=True,
+            unique_fields=["owner", "source", "key_hash"],
+            update_fields=["deleted_at"],
+        )
+    owners = {owner for owner, _source, _key in rows if owner is not None}
+    if owners:
+        _forget_imports(owners, {str(pk) for pk in pks}, using)
+
+
+def _forget_imports(owners: set[Any], deleted: set[str] | None, using: str) -> None:
+    """Take the conversation ids ``deleted`` out of the ``ImportedSource`` rows of ``owners`` that
+    name them, with their titles, and delete the rows left with none. ``deleted`` None (an
+    owner's erasure) sweeps every row of ``owners`` that names no conversation that exists."""
+    manager = ImportedSource.objects.using(using)
+    found = list(manager.filter(owner_id__in=owners).values_list("pk", "conversations", "titles"))
+    sweep = deleted is None
+    if deleted is None:
+        named = [str(c) for _pk, ids, _titles in found for c in ids or []]
+        alive = Conversation.objects.using(using).filter(pk__in=named).values_list("pk", flat=True)
+        deleted = set(named) - {str(pk) for pk in alive}
+    gone: list[Any] = []
+    for pk, ids, titles in found:
+        ids = [str(c) for c in ids or []]
+        kept = [c for c in ids if c not in deleted]
+        if not kept and (ids or sweep):
+            gone.append(pk)
+        elif len(kept) < len(ids):
+            manager.filter(pk=pk).update(
+                conversations=kept,
+                titles={k: v for k, v in (titles or {}).items() if k not in deleted},
+            )
+    if gone:
+        manager.filter(pk__in=gone).delete()
+
+
+def _forget_words(using: str) -> None:
+    """The end of a deletion's transaction: the search index's segments merged (SQLite,
+    ``search_index.forget_deleted``) and, after commit, the write-ahead log checkpointed."""
+    connection = connections[using]
+    search_index.forget_deleted(connection)
+    if connection.vendor == "sqlite":
+        transaction.on_commit(lambda: _checkpoint(connection), using=using, robust=True)
+
+
+def _checkpoint(connection: BaseDatabaseWrapper) -> None:
+    """Copy SQLite's write-ahead log into the database and truncate it, so the log file keeps no
+    page of the deleted rows (a no-op when the database is not in WAL mode). A reader in the
+    middle of a read keeps the log from being truncated; the next checkpoint does it."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _delete_tree(pk: uuid.UUID, owner_id: Any, using: str) -> int:
@@ -129,7 +218,8 @@ def delete_conversation(*, conversation: ConversationRef) -> int:
     for each after commit, children first. Deleting a child on its own is also a write to its
     parent (``child_count`` - 1, one event_seq, ``child_deleted``). Locks go parent before child:
     the parent of a child first, then the conversation, then its descendants generation by
-    generation. Returns how many conversations were deleted. Raises ``ConversationHeld`` when the
+    generation. Everything is forgotten as the module says before this returns. Returns how many
+    conversations were deleted. Raises ``ConversationHeld`` when the
     conversation or one of its descendants is under a legal hold (nothing is deleted),
     ``ConversationNotFound`` or ``WriteConflict``."""
     pk = conversation_pk(conversation)
@@ -142,6 +232,10 @@ def delete_conversation(*, conversation: ConversationRef) -> int:
             raise ConversationHeld(f"conversation {pk} is under a legal hold")
         deleted = _delete_tree(pk, locked.owner_id, using)
         if parent is not None:
+            # The parent's logged ``child_updated`` frames carried the child's summary (its title).
+            FrameLogEntry.objects.using(using).filter(
+                conversation_id=parent.pk, frames__contains=str(pk)
+            ).delete()
             parent.child_count = max(parent.child_count - 1, 0)
             parent.last_event_seq += 1
             move_times(parent, timezone.now())
@@ -150,6 +244,7 @@ def delete_conversation(*, conversation: ConversationRef) -> int:
                 update_fields=["child_count", "last_event_seq", "saved_at", "retained_at"],
             )
             announce(parent, using, parent.last_event_seq, children_deleted=[pk])
+        _forget_words(using)
     return deleted
 
 
@@ -170,7 +265,9 @@ def purge_conversations(
     transaction (``progress(n)`` after each batch, ``n`` conversations deleted, children
     included). Returns ``(deleted, more)``: how many conversations were deleted, children
     included, and whether matching conversations that are not held remain. Needs ``owner`` or
-    ``older_than`` (else ``ValueError``).
+    ``older_than`` (else ``ValueError``). Each batch forgets its conversations as the module
+    says; the search index's segments are merged once, after the last batch, and with ``owner``
+    (an erasure) every ``ImportedSource`` of the owner that names no existing conversation goes.
 
     Safe to run concurrently (cron, several workers): on PostgreSQL a batch is chosen with
     ``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent purges take different conversations and
@@ -197,6 +294,12 @@ def purge_conversations(
         deleted += done[1]
         if progress is not None and done[1]:
             progress(done[1])
+    if deleted or owner is not None:
+        using = router.db_for_write(Conversation)
+        with database_errors(), transaction.atomic(using=using):
+            if owner is not None:  # an erasure: the owner's import memory of what is gone
+                _forget_imports({getattr(owner, "pk", owner)}, None, using)
+            _forget_words(using)
     return deleted, matching.exists()
 
 

@@ -142,6 +142,12 @@ class Command(BaseCommand):
             action="store_true",
             help="read every file whole, not only what was appended since the last import",
         )
+        parser.add_argument(
+            "--restore-deleted",
+            action="store_true",
+            help="import conversations that were deleted since an import again (without it, "
+            "a deleted conversation is refused however it comes back)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         fmt = options["format"]
@@ -151,6 +157,7 @@ class Command(BaseCommand):
         missing = self._check_paths(paths)
         paths = [p for p in paths if p not in missing]
         self.reread = bool(options.get("reread"))
+        self.restore_deleted = bool(options.get("restore_deleted"))
         self._run(paths, owner, fmt, options)
         if missing:
             raise CommandError(
@@ -202,6 +209,7 @@ class Command(BaseCommand):
             report=self._report,
             incremental=not self.reread,
             final=final,
+            restore_deleted=self.restore_deleted,
         )
 
     def _import_all(
@@ -454,6 +462,7 @@ class Command(BaseCommand):
                     dry_run=dry_run,
                     live=True,
                     report=lambda problem: self._report(name, problem),
+                    restore_deleted=self.restore_deleted,
                 )
             except KeyboardInterrupt:
                 raise CommandError(
@@ -462,7 +471,7 @@ class Command(BaseCommand):
                     returncode=1,
                 ) from None
         self._summary(name, source, outcome, dry_run)
-        if not outcome.usable:
+        if not outcome.usable and not outcome.deleted:
             raise CommandError("the source had no usable line; nothing was imported", returncode=2)
         if outcome.problems or refused:
             rest = "would be imported" if dry_run else "was imported"
