@@ -4,6 +4,7 @@ into the conversation they came from, and validated with AG-UI's own pydantic mo
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import uuid
@@ -236,3 +237,91 @@ def test_ag_ui_output_parses_with_the_protocol_models(
     # the package's own camelCase serialisation is what we wrote
     dumped = TypeAdapter(list[AgUiMessage]).dump_python(parsed, by_alias=True, mode="json")
     assert dumped == listed
+
+
+KEYS = st.sampled_from(
+    [
+        "id",
+        "role",
+        "parts",
+        "type",
+        "text",
+        "state",
+        "toolCallId",
+        "toolName",
+        "input",
+        "output",
+        "errorText",
+        "url",
+        "mediaType",
+        "content",
+        "toolCalls",
+        "function",
+        "arguments",
+        "name",
+        "source",
+        "value",
+        "error",
+        "call_id",
+        "summary",
+        "metadata",
+        "encryptedValue",
+        "image_url",
+        "file_data",
+        "providerMetadata",
+    ]
+)
+VALUES = st.sampled_from(
+    [
+        "user",
+        "assistant",
+        "tool",
+        "reasoning",
+        "system",
+        "text",
+        "file",
+        "reasoning",
+        "tool-x",
+        "dynamic-tool",
+        "output-available",
+        "output-error",
+        "message",
+        "function_call",
+        "function_call_output",
+        "image",
+        "data",
+        "url",
+        "{}",
+        "[1",
+        "",
+    ]
+)
+shapes = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2) | VALUES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(document=shapes)
+def test_any_document_parses_without_raising(fmt: str, document: Any) -> None:
+    """Pure: whatever the JSON, the parser gives a key, messages and problems, never raises."""
+    from murmur_conversations.importers.frontends import FrontendParser
+    from murmur_conversations.importers.records import (
+        Begin,
+        ParseContext,
+        Parsed,
+        Problem,
+        SourceLine,
+    )
+    from murmur_conversations.messages import normalize_message
+
+    parser = FrontendParser(ParseContext(), name=fmt)
+    assert parser.feed(SourceLine(1, json.dumps(document))) == []
+    for item in parser.finish():
+        assert isinstance(item, Begin | Parsed | Problem)
+        if isinstance(item, Parsed):
+            with contextlib.suppress(ValueError):  # refused alone by the writer, with its reason
+                normalize_message(item.message, max_content_bytes=1 << 20)

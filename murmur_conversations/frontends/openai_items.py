@@ -168,9 +168,10 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _thinking(item: dict[str, Any]) -> dict[str, Any]:
+    parts = item.get("content") or item.get("summary")
     texts = [
         p.get("text")
-        for p in (item.get("content") or item.get("summary") or [])
+        for p in (parts if isinstance(parts, list) else [])
         if isinstance(p, dict) and isinstance(p.get("text"), str)
     ]
     block: dict[str, Any] = {"type": "thinking", "text": "\n".join(str(t) for t in texts)}
@@ -211,7 +212,7 @@ def _item(item: dict[str, Any]) -> tuple[str, dict[str, Any] | list[dict[str, An
         return "tool", result_message(mid, call_id, value)
     if kind == "message":
         role = item.get("role")
-        if role not in MESSAGE_ROLES:
+        if not isinstance(role, str) or role not in MESSAGE_ROLES:
             raise UnreadablePart(
                 f"a message item 'role' is user, assistant, system or developer, not {role!r}"
             )

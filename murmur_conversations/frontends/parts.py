@@ -79,7 +79,7 @@ def _arguments(text: Any) -> Any:
     if isinstance(text, str):
         try:
             return jsonenc.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to read
             return text
     return {} if text is None else text
 

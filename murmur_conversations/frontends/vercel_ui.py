@@ -171,7 +171,7 @@ def from_vercel_ui(message: Any) -> list[tuple[dict[str, Any], bool]]:
     if not isinstance(message, dict):
         raise UnreadablePart(f"a UIMessage is a JSON object, not {type(message).__name__}")
     role, message_id, parts = message.get("role"), message.get("id"), message.get("parts")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise UnreadablePart(f"a UIMessage 'role' is user, assistant or system, not {role!r}")
     if not isinstance(message_id, str) or not message_id:
         raise UnreadablePart("a UIMessage needs a non-empty string 'id'")

@@ -176,13 +176,11 @@ def sniff(messages: list[Any]) -> str | None:
         return vercel_ui.NAME
     for entry in entries:
         content = entry.get("content")
-        kinds = (
-            {p.get("type") for p in content if isinstance(p, dict)}
-            if isinstance(content, list)
-            else set()
-        )
-        if entry.get("type") in ITEM_TYPES or (
-            entry.get("type") == "message" and kinds & ITEM_PARTS
+        parts = content if isinstance(content, list) else []
+        kinds = {p["type"] for p in parts if isinstance(p, dict) and isinstance(p.get("type"), str)}
+        kind = entry.get("type")
+        if isinstance(kind, str) and (
+            kind in ITEM_TYPES or (kind == "message" and bool(kinds & ITEM_PARTS))
         ):
             return openai_items.NAME
         if "toolCalls" in entry or "toolCallId" in entry or entry.get("role") == "reasoning":
