@@ -258,8 +258,12 @@ def _sqlite_now() -> str:
 
 
 def sqlite_connect(path: str) -> sqlite3.Connection:
-    """A bare ``sqlite3`` connection with the embedded default's pragmas, in autocommit."""
+    """A bare ``sqlite3`` connection with the embedded default's pragmas, in autocommit, and the
+    function the search index's triggers call."""
+    from murmur_conversations import search_index
+
     conn = sqlite3.connect(path, isolation_level=None, timeout=20)
+    search_index.register_sqlite(conn)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn

@@ -27,9 +27,18 @@ def _secure_delete(sender: object, connection: Any, **kwargs: object) -> None:
         connection.connection.execute("PRAGMA secure_delete = ON")
 
 
+def _register_search_function(sender: object, connection: Any, **kwargs: object) -> None:
+    """When a database connection opens: on SQLite, the function the search index's triggers
+    call (``search_index.register_sqlite``)."""
+    if connection.vendor == "sqlite":
+        from murmur_conversations import search_index
+
+        search_index.register_sqlite(connection.connection)
+
+
 class MurmurConversationsConfig(AppConfig):
-    """Registers the system checks and SQLite's ``secure_delete``; live-update receivers are
-    connected only if Channels is there."""
+    """Registers the system checks, SQLite's ``secure_delete`` and search function; live-update
+    receivers are connected only if Channels is there."""
 
     name = "murmur_conversations"
     label = "murmur_conversations"
@@ -46,6 +55,7 @@ class MurmurConversationsConfig(AppConfig):
         connection_created.connect(
             _secure_delete, dispatch_uid="murmur_conversations.secure_delete"
         )
+        connection_created.connect(_register_search_function, dispatch_uid="murmur_search")
 
         # Without Channels the app works, minus live updates (docs/websocket.md).
         if importlib.util.find_spec("channels") is not None:

@@ -5,11 +5,13 @@ Reads only. Every function takes the conversations to search as a queryset (the 
 outside it. The index itself is kept by the database (``search_index``).
 
 **The query language** is PostgreSQL's ``websearch_to_tsquery``: words (stemmed: "tokenizers"
-finds "tokenizer"), ``"quoted phrases"``, ``-word`` or ``-"a phrase"`` to exclude, and ``or``
-between alternatives (``a b or c`` is ``(a and b) or c``). :func:`parse_query` reads it once, in
+finds "tokenizer"), ``"quoted phrases"``, ``-word`` or ``-"a phrase"`` to exclude (a ``-`` that
+begins a term, followed by a letter, a digit or a quote: ``--dry-run`` and ``a-b`` are text), and
+``or`` between alternatives (``a b or c`` is ``(a and b) or c``). :func:`parse_query` reads it once, in
 Python, into :class:`SearchQuery`, which is written back as a canonical ``websearch_to_tsquery``
 text for PostgreSQL and as an FTS5 expression for SQLite in which every word and phrase is quoted,
-so no user text ever reaches FTS5's syntax. Other punctuation separates words. An alternative
+so no user text ever reaches FTS5's syntax. Other punctuation separates words, and CJK runs
+are read as overlapping bigrams (``bigrams``), in the index and in queries alike. An alternative
 with nothing but exclusions is dropped (it would match almost every row); a query left with
 nothing to find finds nothing.
 """
@@ -41,7 +43,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
-from murmur_conversations import search_index
+from murmur_conversations import bigrams, search_index
 from murmur_conversations.exceptions import InvalidSearch
 from murmur_conversations.models import Conversation, DisplayMessage
 from murmur_conversations.validation import clean_text
@@ -56,10 +58,12 @@ _CONTEXT_CHARS: Final = 80
 # text has them removed first, so they cannot be confused with the text's own characters).
 _START: Final = "\ue000\ue001"
 _STOP: Final = "\ue001\ue000"
-_PUA: Final = "\ue000\ue001"
+_CUT: Final = "\ue002"
+_PUA: Final = "\ue000\ue001\ue002"
 _FRAGMENTS: Final = " … "
 _OR: Final = "or"
 _TOKEN = re.compile(r'"|[^\s"]+')
+_MARKS = re.compile(f"({_START}|{_STOP})")
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,13 @@ class SearchQuery:
         """The canonical ``websearch_to_tsquery`` text of this query."""
 
         def term(t: Term) -> str:
-            # Word breaks as the index has them: "src/lexer.py" is the phrase "src lexer py".
-            words = search_index.break_words(t.text).split()
+            # Words as the index reads them: "src/lexer.py" is the phrase "src lexer py",
+            # "東京都" the phrase "東京 京都". No text of a term is syntax: word breaks took
+            # every "-" out, and a phrase, several words or the word "or" are quoted.
+            words = search_index.index_words(t.text).split()
             joined = " ".join(words)
-            text = f'"{joined}"' if t.phrase or len(words) > 1 else joined
+            quote = t.phrase or len(words) != 1 or joined.lower() == _OR
+            text = f'"{joined}"' if quote else joined
             return f"-{text}" if t.negated else text
 
         return " or ".join(" ".join(term(t) for t in group) for group in self.groups)
@@ -114,7 +121,8 @@ class SearchQuery:
         OR, exclusions with NOT."""
 
         def quoted(t: Term) -> str:
-            return '"' + t.text.replace('"', '""') + '"'
+            # CJK runs as bigrams, as the index reads them ("東京都": the phrase "東京 京都").
+            return '"' + bigrams.expand(t.text).replace('"', '""') + '"'
 
         alternatives = []
         for group in self.groups:
@@ -143,6 +151,19 @@ def _has_word(text: str) -> bool:
     return any(character.isalnum() for character in text)
 
 
+def _excludes(text: str, start: int, token: str) -> bool:
+    """Whether ``token``, found at ``start`` of ``text``, is an exclusion: one ``-`` that begins
+    a term (at the start of the query or after whitespace) directly followed by a letter, a
+    digit or a quote. ``--dry-run``, ``x-y``, ``-`` alone and ``-_x`` are text."""
+    if not token.startswith("-") or token.startswith("--"):
+        return False
+    if start > 0 and not text[start - 1].isspace():
+        return False
+    if len(token) > 1:
+        return token[1].isalnum()
+    return text[start + 1 : start + 2] == '"'
+
+
 def parse_query(raw: Any) -> SearchQuery:
     """Read a query (module docstring). Raises ``InvalidSearch`` for a query that is not a
     string, is blank, is longer than :data:`MAX_QUERY_CHARS` characters or holds a NUL
@@ -167,10 +188,10 @@ def parse_query(raw: Any) -> SearchQuery:
         token = match.group()
         position = match.end()
         negated = False
-        if token.startswith("-"):
+        if _excludes(text, match.start(), token):
             negated = True
-            token = token.lstrip("-")
-            if not token and position < len(text) and text[position] == '"':
+            token = token[1:]
+            if not token:  # -"a phrase"
                 token = '"'
                 position += 1
         if token == '"' or (token.startswith('"') and not negated):
@@ -464,27 +485,26 @@ def _add_snippets(
     hits: list[Hit], query: SearchQuery, backend: str, using: str, *, need_titles: bool
 ) -> None:
     """Each hit's snippet and highlights, and its conversation's title when ``need_titles``:
-    one query for the page."""
+    one query for the page. The database makes the snippet on the text as indexed (CJK runs as
+    bigrams, word breaks as spaces); :func:`_restore` puts it back on the text itself."""
     ids = [hit.display_message_id for hit in hits]
     if not ids:
         return
     marked: dict[int, str] = {}
     titles: dict[int, str] = {}
+    display, conversation = DisplayMessage._meta.db_table, Conversation._meta.db_table
     if backend == "postgresql":
         options = (
             f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=24, MinWords=10, ShortWord=0, '
-            f'MaxFragments=2, FragmentDelimiter="{_FRAGMENTS}"'
+            f'MaxFragments=2, FragmentDelimiter="{_CUT}"'
         )
         text = search_index.pg_text_sql("d.content_type", "d.content", "d.metadata")
         for character in _PUA:  # the marks cannot be confused with the text's own characters
             text = f"replace({text}, '{character}', '')"
-        display, conversation = DisplayMessage._meta.db_table, Conversation._meta.db_table
         with connections[using].cursor() as cursor:
-            # The headline is made from the text as indexed (word breaks as spaces), then put
-            # back on the text itself, which has the same length.
             cursor.execute(
                 f"SELECT id, original, ts_headline('{search_index.PG_CONFIG}'::regconfig, "
-                f"{search_index.pg_words_sql('original')}, websearch_to_tsquery("
+                f"{search_index.pg_index_text_sql('original')}, websearch_to_tsquery("
                 f"'{search_index.PG_CONFIG}'::regconfig, %s), %s), title "
                 f'FROM (SELECT d.id, c.title, {text} AS original FROM "{display}" AS d '
                 f'JOIN "{conversation}" AS c ON c.id = d.conversation_id '
@@ -492,18 +512,21 @@ def _add_snippets(
                 [query.websearch(), options, ids],
             )
             for pk, original, headline, title in cursor.fetchall():
-                marked[pk] = _restore(headline, original)
+                marked[pk] = _restore(headline, original, words=True).replace(_CUT, _FRAGMENTS)
                 titles[pk] = title
     elif backend == "sqlite":
         table = search_index.DISPLAY_FTS
         placeholders = ", ".join(["%s"] * len(ids))
         with connections[using].cursor() as cursor:
             cursor.execute(
-                f"SELECT rowid, snippet({table}, 0, %s, %s, '…', 24) FROM {table} "
-                f"WHERE {table} MATCH %s AND rowid IN ({placeholders})",
-                [_START, _STOP, query.fts5(), *ids],
+                f"SELECT {table}.rowid, snippet({table}, 0, %s, %s, %s, 24), "
+                f"{search_index.sqlite_text_sql('d')} FROM {table} "
+                f'JOIN "{display}" AS d ON d.id = {table}.rowid '
+                f"WHERE {table} MATCH %s AND {table}.rowid IN ({placeholders})",
+                [_START, _STOP, _CUT, query.fts5(), *ids],
             )
-            marked = dict(cursor.fetchall())
+            for pk, snippet, original in cursor.fetchall():
+                marked[pk] = _restore(snippet, original, words=False).replace(_CUT, "…")
     else:
         rows = DisplayMessage.objects.using(using).filter(pk__in=ids)
         fields = ("pk", "content_type", "content", "metadata", "conversation__title")
@@ -517,28 +540,49 @@ def _add_snippets(
             hit.conversation_title = titles.get(hit.display_message_id, "")
 
 
-def _restore(marked: str, original: str) -> str:
-    """A PostgreSQL headline of ``break_words(original)`` with the characters of ``original``
-    back in it (its marks kept); a fragment that cannot be placed is kept as it came."""
-    words = search_index.break_words(original)
+def _restore(marked: str, original: str, *, words: bool) -> str:
+    """A snippet the database made of ``original`` as indexed (``bigrams.expand``, then, when
+    ``words``, ``search_index.break_words``), with marks around matched words and :data:`_CUT`
+    between fragments or where the text was cut, put back on the characters of ``original``:
+    each fragment is the stretch of ``original`` it stands for, with its marks where their
+    words are (the two bigrams of "東京都" mark one stretch). A fragment that cannot be placed
+    is kept as it came."""
+    expansion = bigrams.Expansion.of(original)
+    indexed = search_index.break_words(expansion.text) if words else expansion.text
     restored: list[str] = []
     start = 0
-    for fragment in marked.split(_FRAGMENTS):
+    for fragment in marked.split(_CUT):
         plain = fragment.replace(_START, "").replace(_STOP, "")
-        found = words.find(plain, start) if plain else -1
+        found = indexed.find(plain, start) if plain else -1
         if found < 0:
             restored.append(fragment)
             continue
-        source = iter(original[found : found + len(plain)])
-        pieces = re.split(f"({_START}|{_STOP})", fragment)
-        restored.append(
-            "".join(
-                piece if piece in (_START, _STOP) else "".join(next(source) for _ in piece)
-                for piece in pieces
-            )
-        )
         start = found + len(plain)
-    return _FRAGMENTS.join(restored)
+        low, high = expansion.span(found, start)
+        spans: list[list[int]] = []
+        offset = found
+        opened: int | None = None
+        for piece in _MARKS.split(fragment):
+            if piece == _START:
+                opened = offset
+            elif piece == _STOP:
+                if opened is not None and offset > opened:
+                    lo, hi = expansion.span(opened, offset)
+                    if spans and lo <= spans[-1][1]:
+                        spans[-1][1] = max(spans[-1][1], hi)
+                    elif hi > lo:
+                        spans.append([lo, hi])
+                opened = None
+            else:
+                offset += len(piece)
+        pieces: list[str] = []
+        at = low
+        for lo, hi in spans:
+            pieces += [original[at:lo], _START, original[lo:hi], _STOP]
+            at = hi
+        pieces.append(original[at:high])
+        restored.append("".join(pieces))
+    return _CUT.join(restored)
 
 
 def _fallback_snippet(text: str, wanted: Iterable[str]) -> str:
@@ -559,7 +603,6 @@ def _fallback_snippet(text: str, wanted: Iterable[str]) -> str:
     return prefix + clean + suffix
 
 
-_MARKS = re.compile(f"({_START}|{_STOP})")
 _WHITESPACE = re.compile(r"\s+")
 _NO_PUA: Final = str.maketrans("", "", _PUA)
 

@@ -1,16 +1,19 @@
 """The full-text index, kept by the database itself (docs/search.md "How the index is kept").
 
 Every write path (the general one, PostgreSQL's single-statement append, bulk imports, raw SQL)
-keeps the index in the same transaction as the rows, with no Python in between:
+keeps the index in the same transaction as the rows (with no Python in between but SQLite's
+bigram function):
 
 - **PostgreSQL**: a stored generated ``tsvector`` column ``search_vector`` on the display table,
-  ``to_tsvector('english', murmur_search_text(content_type, content, metadata))`` (with
-  :data:`WORD_BREAKS` turned into spaces first), with a GIN index; titles through a GIN
-  expression index on the same ``to_tsvector`` of ``title``.
+  ``to_tsvector('english', murmur_search_text(content_type, content, metadata))`` (with CJK
+  runs expanded into bigrams and :data:`WORD_BREAKS` turned into spaces first:
+  :func:`pg_index_text_sql`), with a GIN index; titles through a GIN expression index on the
+  same ``to_tsvector`` of ``title``.
 - **SQLite**: an FTS5 table (``porter unicode61`` tokenizer) holding each display row's
-  searchable text under the row's id, kept by triggers on the display table; titles in a second
-  FTS5 table over ``murmur_title_doc`` (external content), kept by triggers on the conversation
-  table.
+  searchable text (CJK runs expanded into bigrams by the function :func:`register_sqlite` gives
+  every connection) under the row's id, kept by triggers on the display table; titles in a
+  second FTS5 table over ``murmur_title_doc`` (external content), kept by triggers on the
+  conversation table.
 - **Other databases**: nothing; reads fall back to ``icontains`` (system check ``W004``).
 
 What a display row contributes (its *searchable text*), the same on every database:
@@ -27,7 +30,8 @@ What a display row contributes (its *searchable text*), the same on every databa
 arrays and objects except the values of members named in :data:`SKIPPED_KEYS` (block types, ids,
 signatures, base64 data).
 
-:func:`install` and :func:`uninstall` are what migration ``0006_search`` runs; :func:`ensure`
+:func:`install` and :func:`uninstall` are what migrations ``0006_search`` and ``0013_search``
+run; :func:`ensure`
 (run after every ``migrate``) puts back SQLite triggers that a later migration's table rebuild
 dropped, and re-indexes when it had to.
 """
@@ -38,7 +42,7 @@ import functools
 import sqlite3
 from typing import Any, Final, Literal
 
-from murmur_conversations import jsonenc
+from murmur_conversations import bigrams, jsonenc
 
 #: Characters of a text, thinking, notice or error row that are indexed.
 TEXT_CHARS: Final = 65_536
@@ -63,6 +67,7 @@ _SQLITE_TRIGGERS: Final = (
     "murmur_title_fts_ad",
 )
 _TOKENIZER: Final = "porter unicode61 remove_diacritics 0"
+_EXPAND: Final = bigrams.SQLITE_FUNCTION
 _TEXT_TYPES: Final = "('text', 'thinking', 'notification', 'error')"
 
 Backend = Literal["postgresql", "sqlite", "fallback"]
@@ -97,10 +102,11 @@ def backend_for(vendor: str) -> Backend:
 # --------------------------------------------------------------------------- PostgreSQL
 
 
-#: Characters PostgreSQL's parser reads as part of a path, host, e-mail address, URL or version
-#: number ("src/lexer.py" is one token): in the index and in queries they separate words, as
-#: on SQLite, so a word inside a path or an address is found.
-WORD_BREAKS: Final = "/\\.@:?=&#~"
+#: Characters PostgreSQL's parser reads as part of a path, host, e-mail address, URL, version
+#: number or hyphenated word ("src/lexer.py" and "foo-bar-baz" are one token each): in the
+#: index and in queries they separate words, as on SQLite, so a word inside a path, an address
+#: or a flag ("bar-baz" in "--foo-bar-baz") is found.
+WORD_BREAKS: Final = "/\\.@:?=&#~-"
 _BREAKS_TABLE: Final = str.maketrans(WORD_BREAKS, " " * len(WORD_BREAKS))
 
 
@@ -117,9 +123,20 @@ def pg_words_sql(text: str) -> str:
     return text
 
 
+def pg_index_text_sql(text: str) -> str:
+    """The text expression ``text`` as the index reads it: CJK runs as bigrams
+    (``bigrams.pg_expand_sql``), then :data:`WORD_BREAKS` as spaces."""
+    return pg_words_sql(bigrams.pg_expand_sql(text))
+
+
+def index_words(text: str) -> str:
+    """:func:`pg_index_text_sql` in Python: the words PostgreSQL's index reads in ``text``."""
+    return break_words(bigrams.expand(text))
+
+
 def pg_vector_sql(text: str) -> str:
     """The ``tsvector`` of the text expression ``text``, as the index computes it."""
-    return f"to_tsvector('{PG_CONFIG}'::regconfig, {pg_words_sql(text)})"
+    return f"to_tsvector('{PG_CONFIG}'::regconfig, {pg_index_text_sql(text)})"
 
 
 def pg_text_sql(content_type: str, content: str, metadata: str) -> str:
@@ -200,6 +217,16 @@ def pg_drop_statements() -> list[str]:
 # --------------------------------------------------------------------------- SQLite
 
 
+def register_sqlite(connection: sqlite3.Connection) -> None:
+    """Give the ``sqlite3`` connection ``connection`` the SQL function the index's triggers call
+    (``bigrams.SQLITE_FUNCTION``: CJK runs as bigrams). Every Django connection gets it when it
+    opens (``apps``); a connection of its own that writes display rows or titles needs this
+    call first, or SQLite refuses the write ("no such function"), writing nothing."""
+    connection.create_function(
+        bigrams.SQLITE_FUNCTION, 1, bigrams.sqlite_expand, deterministic=True
+    )
+
+
 def _sqlite_strings(row: str, path: str) -> str:
     skipped = ", ".join(f"'{key}'" for key in SKIPPED_KEYS)
     return (
@@ -244,7 +271,7 @@ def _sqlite_objects() -> list[str]:
 def _sqlite_triggers() -> list[str]:
     display, conversation = _tables()
     add = (
-        f"INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT new.id, body FROM "
+        f"INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT new.id, {_EXPAND}(body) FROM "
         f"(SELECT {sqlite_text_sql('new')} AS body) WHERE body <> '';"
     )
     remove = f"DELETE FROM {DISPLAY_FTS} WHERE rowid = old.id;"
@@ -264,11 +291,12 @@ def _sqlite_triggers() -> list[str]:
         f"""CREATE TRIGGER IF NOT EXISTS murmur_display_fts_ad AFTER DELETE ON "{display}"
     BEGIN {remove} END""",
         f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_ai AFTER INSERT ON "{conversation}"
-    BEGIN INSERT INTO {TITLE_DOC}(conversation_id, title) VALUES (new.id, new.title);
+    BEGIN INSERT INTO {TITLE_DOC}(conversation_id, title) VALUES (new.id, {_EXPAND}(new.title));
     {title_add} END""",
         f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_au AFTER UPDATE OF title
     ON "{conversation}" WHEN old.title IS NOT new.title BEGIN {title_remove}
-    UPDATE {TITLE_DOC} SET title = new.title WHERE conversation_id = old.id; {title_add} END""",
+    UPDATE {TITLE_DOC} SET title = {_EXPAND}(new.title) WHERE conversation_id = old.id;
+    {title_add} END""",
         f"""CREATE TRIGGER IF NOT EXISTS murmur_title_fts_ad AFTER DELETE ON "{conversation}"
     BEGIN {title_remove} DELETE FROM {TITLE_DOC} WHERE conversation_id = old.id; END""",
     ]
@@ -279,10 +307,11 @@ def _sqlite_rebuild() -> list[str]:
     display, conversation = _tables()
     return [
         f"DELETE FROM {DISPLAY_FTS}",
-        f"""INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT id, body FROM
+        f"""INSERT INTO {DISPLAY_FTS}(rowid, body) SELECT id, {_EXPAND}(body) FROM
     (SELECT d.id AS id, {sqlite_text_sql("d")} AS body FROM "{display}" AS d) WHERE body <> ''""",
         f"DELETE FROM {TITLE_DOC}",
-        f'INSERT INTO {TITLE_DOC}(conversation_id, title) SELECT id, title FROM "{conversation}"',
+        f"INSERT INTO {TITLE_DOC}(conversation_id, title) "
+        f'SELECT id, {_EXPAND}(title) FROM "{conversation}"',
         f"INSERT INTO {TITLE_FTS}({TITLE_FTS}) VALUES ('rebuild')",
     ]
 

@@ -12,7 +12,6 @@ database default fails here rather than in the benchmark.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import types
 import uuid
@@ -154,7 +153,7 @@ def test_the_sqlite_floor_writes_whole_rows(user: User) -> None:
     if connection.vendor != "sqlite":
         pytest.skip("the SQLite floor runs on the SQLite profile (without DATABASE_URL)")
     conversation = services.start_conversation(owner=user, title="floor")
-    raw = sqlite3.connect(str(connection.settings_dict["NAME"]), isolation_level=None, timeout=20)
+    raw = floors.sqlite_connect(str(connection.settings_dict["NAME"]))
     try:
         append = floors.sqlite_append_batch(raw, conversation.pk)
         append(["one"])
