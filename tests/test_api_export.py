@@ -85,3 +85,56 @@ def test_the_route_is_in_the_openapi_schema(user: User) -> None:
     route = json.loads(raw.content)["paths"]["/api/conversations/{id}/export/"]["get"]
     assert {p["name"] for p in route["parameters"]} >= {"id", "format"}
     assert set(route["responses"]["200"]["content"]) == {"application/json", "application/x-ndjson"}
+
+
+@pytest.mark.parametrize("fmt", ["ag-ui", "openai-items"])
+def test_pages_walk_to_the_whole_list(saved: Conversation, user: User, fmt: str) -> None:
+    client = token_client(user)
+    url = f"{API}conversations/{saved.pk}/export/"
+    whole = json.loads(client.get(url, {"format": fmt}).content)
+    walked, cursor, pages = [], "", 0
+    while True:
+        page = client.get(url, {"format": fmt, "limit": "1", "cursor": cursor}).json()
+        assert page["total"] == saved.record_length
+        walked.extend(page["results"])
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == saved.record_length and walked == whole
+
+
+def test_a_cursor_of_another_format_or_conversation_is_refused(
+    saved: Conversation, user: User, make_conversation: MakeConversation
+) -> None:
+    client = token_client(user)
+    url = f"{API}conversations/{saved.pk}/export/"
+    cursor = client.get(url, {"format": "ag-ui", "limit": "1"}).json()["next_cursor"]
+    other = make_conversation(owner=user)
+    for where, fmt in ((url, "openai-items"), (f"{API}conversations/{other.pk}/export/", "ag-ui")):
+        answer = client.get(where, {"format": fmt, "cursor": cursor})
+        assert (answer.status_code, answer.json()["code"]) == (400, "invalid_cursor")
+    # vercel-ui has no pages: limit is ignored, the whole list comes
+    listed = client.get(url, {"format": "vercel-ui", "limit": "1"})
+    assert listed.content.decode() == export(saved, "--format", "vercel-ui")
+
+
+def test_a_page_costs_the_same_queries_whatever_the_length(
+    make_conversation: MakeConversation, user: User
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = token_client(user)
+    counts = []
+    for length in (3, 40):
+        conversation = make_conversation(owner=user)
+        services.save_messages(
+            conversation=conversation,
+            messages=[{"role": "user", "content": f"m{i}"} for i in range(length)],
+        )
+        url = f"{API}conversations/{conversation.pk}/export/"
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url, {"format": "openai-items", "limit": "2"}).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

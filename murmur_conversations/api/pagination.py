@@ -1,12 +1,12 @@
 """Keyset pages (docs/api.md "Pages"): the ``limit`` rule and signed, bound cursors.
 
 A cursor is ``django.core.signing`` text over ``{listing, scope, params, key}``: the listing name
-(``conversations``, ``display``, ``since``, ``record``, ``tool-calls``, ``transcript``), the
-conversation id (the caller's id for the conversation list), the parameters the listing was read
-with (``since``, ``status``) and the keyset position of the last row served. Keysets use columns
-that are unique and never change (``position``, ``seq``, ``(event_seq, seq)``, ``id``), so a walk
-returns every row once while rows are appended. Anything else given as a cursor is
-``InvalidCursor`` (400 ``invalid_cursor``).
+(``conversations``, ``display``, ``since``, ``record``, ``tool-calls``, ``transcript``,
+``export``), the conversation id (the caller's id for the conversation list), the parameters the
+listing was read with (``since``, ``status``, ``format``) and the keyset position of the last row
+served. Keysets use columns that are unique and never change (``position``, ``seq``,
+``(event_seq, seq)``, ``id``), so a walk returns every row once while rows are appended. Anything
+else given as a cursor is ``InvalidCursor`` (400 ``invalid_cursor``).
 """
 
 from __future__ import annotations
