@@ -632,8 +632,18 @@ class AccessSurface(models.TextChoices):
 
     ADMIN = "admin", "Admin: conversation page"
     """The admin's conversation page and its transcript pages."""
-    ADMIN_ROWS = "admin-rows", "Admin: record, display rows, tool calls, source records"
-    """The admin's lists and pages of a conversation's rows."""
+    ADMIN_LIST = "admin-list", "Admin: conversation list"
+    """The admin's list of conversations (their titles), one entry per conversation on a page."""
+    ADMIN_SEARCH = "admin-search", "Admin: conversation search"
+    """The admin's list of conversations searched (by words of the titles and messages, an owner,
+    a title prefix): one entry per conversation found on a page."""
+    ADMIN_HISTORY = "admin-history", "Admin: history page"
+    """The admin's history page of a conversation or one of its rows."""
+    ADMIN_DELETE = "admin-delete", "Admin: delete confirmation"
+    """The admin's delete confirmation of a conversation, and the delete action's."""
+    ADMIN_ROWS = "admin-rows", "Admin: a conversation's rows"
+    """The admin's lists and pages of a conversation's rows: record, display rows, tool calls,
+    source records, share links, feedback, tags."""
     ADMIN_EXPORT = "admin-export", "Admin: export"
     """The admin's export action."""
     API_DETAIL = "api-detail", "API: conversation"

@@ -2,11 +2,15 @@
 
 No add and no change for anyone (every write goes through ``services``), no delete unless a
 subclass allows it; changelists count cheaply (:mod:`.pagination`), never compute facets, never
-offer "show all", and select previews instead of whole payloads.
+offer "show all", and select previews instead of whole payloads. An admin whose rows show an
+owner's content (``list_surface``/``page_surface`` set) writes every page that shows them to the
+access log before showing it: the list (its search included), a row's page, its history, its
+delete confirmation and the delete action's (docs/admin.md "The access log").
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from django.contrib import admin
@@ -19,12 +23,15 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.functions import Cast, Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from murmur_conversations.admin.access import log_views
 from murmur_conversations.admin.cards import pretty
 from murmur_conversations.admin.pagination import EstimatedCountPaginator
+from murmur_conversations.models import AccessSurface
 
 if TYPE_CHECKING:
     ModelAdminBase: TypeAlias = admin.ModelAdmin[Any]
@@ -91,6 +98,10 @@ class ReadOnlyAdmin(ModelAdminBase):
     preview_field: ClassVar[str | None] = None
     #: Lookups besides the list filters' that the admin's own links put in a changelist URL.
     link_lookups: ClassVar[frozenset[str]] = frozenset()
+    #: The access-log surface of a list page and of a row's page, for admins whose rows show an
+    #: owner's content; None: the rows show none, nothing is logged.
+    list_surface: ClassVar[str | None] = None
+    page_surface: ClassVar[str | None] = None
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("murmur_conversations/admin.css",)}
@@ -112,14 +123,75 @@ class ReadOnlyAdmin(ModelAdminBase):
     ) -> HttpResponse | None:
         """Django's action handling, with the selected ids that cannot name a row (not a valid
         primary key) dropped first, like ids of rows that no longer exist: Django would pass them
-        to ``pk__in`` and answer 500. Nothing valid left is Django's "Items must be selected"."""
+        to ``pk__in`` and answer 500. Nothing valid left is Django's "Items must be selected".
+        A page an action shows (the delete action's confirmation) is logged as ``admin-delete``."""
         selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         valid = [value for value in selected if self._names_a_row(value)]
         if len(valid) != len(selected):
             post = request.POST.copy()
             post.setlist(helpers.ACTION_CHECKBOX_NAME, valid)
             request.POST = post  # type: ignore[assignment]  # a QueryDict, as Django's
-        return super().response_action(request, queryset, *args, **kwargs)
+        response = super().response_action(request, queryset, *args, **kwargs)
+        shown = _context(response).get("queryset")
+        if shown is not None:
+            return self.refused(request, shown, AccessSurface.ADMIN_DELETE) or response
+        return response
+
+    # ------------------------------------------------------------------ the access log
+
+    def conversations_of(self, rows: Iterable[Any]) -> list[Any]:
+        """The conversation ids of ``rows`` of this admin's model (their ``conversation_id``)."""
+        return [row.conversation_id for row in rows]
+
+    def surface_of_list(self, request: HttpRequest) -> str | None:
+        """The access-log surface of a list page: ``list_surface``."""
+        return self.list_surface
+
+    def refused(
+        self, request: HttpRequest, rows: Iterable[Any], surface: str | None
+    ) -> HttpResponse | None:
+        """Write the conversations of ``rows``, about to be shown, to the access log as
+        ``surface`` (only when this admin's rows show content: ``page_surface`` set); None when
+        done, else the 503 page to answer instead (a view that cannot be logged is not shown)."""
+        if surface is None or self.page_surface is None:
+            return None
+        return log_views(request, self.conversations_of(rows), surface)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        """Django's list; the page is logged once per conversation on it (its search results
+        too: a search tells whether a conversation holds the words)."""
+        response = super().changelist_view(request, extra_context)
+        changelist = _context(response).get("cl") if request.method == "GET" else None
+        if changelist is None:
+            return response
+        surface = self.surface_of_list(request)
+        return self.refused(request, changelist.result_list, surface) or response
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        """Django's page of one row, logged as ``page_surface``."""
+        response = super().change_view(request, object_id, form_url, extra_context)
+        row = _context(response).get("original")
+        return self._refused_row(request, row, self.page_surface) or response
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> Any:
+        """Django's history page of one row (it names the row), logged as ``admin-history``."""
+        response = super().history_view(request, object_id, extra_context)
+        row = _context(response).get("object")
+        return self._refused_row(request, row, AccessSurface.ADMIN_HISTORY) or response
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> Any:
+        """Django's delete page; its confirmation (which shows the row) logged as
+        ``admin-delete``."""
+        response = super().delete_view(request, object_id, extra_context)
+        row = _context(response).get("object")
+        return self._refused_row(request, row, AccessSurface.ADMIN_DELETE) or response
+
+    def _refused_row(
+        self, request: HttpRequest, row: Any, surface: str | None
+    ) -> HttpResponse | None:
+        return None if row is None else self.refused(request, [row], surface)
 
     def _names_a_row(self, value: str) -> bool:
         pk_field = self.opts.pk
@@ -191,6 +263,13 @@ class ReadOnlyAdmin(ModelAdminBase):
         if len(text) > LIST_PREVIEW_CHARS:
             return text[:LIST_PREVIEW_CHARS] + "…"
         return text
+
+
+def _context(response: Any) -> dict[str, Any]:
+    """The context of a page about to be rendered (a ``TemplateResponse``), else empty."""
+    if isinstance(response, TemplateResponse):
+        return dict(response.context_data or {})
+    return {}
 
 
 def pre(value: Any) -> SafeString:

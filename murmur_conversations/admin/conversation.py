@@ -6,11 +6,13 @@ from __future__ import annotations
 import tempfile
 import uuid
 import zipfile
+from collections.abc import Iterable
 from typing import Any, Final
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.admin.options import get_content_type_for_model
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
@@ -30,6 +32,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from murmur_conversations import services
+from murmur_conversations.admin.access import log_views
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.cards import TRANSCRIPT_PAGE_SIZE, cards_for
 from murmur_conversations.admin.filters import (
@@ -38,7 +41,6 @@ from murmur_conversations.admin.filters import (
     TagFilter,
     ToolStatusFilter,
 )
-from murmur_conversations.admin.forget import log_views
 from murmur_conversations.exceptions import (
     ConversationHeld,
     ConversationNotFound,
@@ -200,6 +202,17 @@ class ConversationAdmin(ReadOnlyAdmin):
         "children_list",
     )
     actions = ("export_murmur_jsonl", "delete_selected")
+    list_surface = AccessSurface.ADMIN_LIST
+    page_surface = AccessSurface.ADMIN
+
+    def conversations_of(self, rows: Iterable[Any]) -> list[Any]:
+        """The rows are conversations: their ids."""
+        return [row.pk for row in rows]
+
+    def surface_of_list(self, request: HttpRequest) -> str | None:
+        """``admin-search`` when the list is searched (``?q=``), else ``admin-list``."""
+        searched = request.GET.get(SEARCH_VAR, "").strip()
+        return AccessSurface.ADMIN_SEARCH if searched else AccessSurface.ADMIN_LIST
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         """All conversations, with their owners."""
@@ -451,11 +464,9 @@ class ConversationAdmin(ReadOnlyAdmin):
     ) -> HttpResponse:
         """The conversation's fields and one page of its transcript (``?page=N``), and the
         hold form for staff with ``manage_holds``. Each view by someone who does not own the
-        conversation is written to the access log first (docs/admin.md "The access log")."""
+        conversation is written to the access log (``change_view``, docs/admin.md "The access
+        log")."""
         if obj is not None:
-            refused = log_views(request, [obj.pk], AccessSurface.ADMIN)
-            if refused is not None:
-                return refused
             context["transcript"] = self._transcript(request, obj.pk, obj.last_seq)
             context["hold_form"] = {
                 "allowed": self.can_manage_holds(request),

@@ -1,52 +1,23 @@
 """The admin of what the app keeps about its own keeping (docs/admin.md): redaction counts, legal
-holds and the staff access log, all read-only; and the access logging of every admin page that
-shows a conversation's content to someone who does not own it."""
+holds and the staff access log, all read-only (the logging of staff views is in ``.access``).
+Their pages name a conversation by its id, never its title: they show no owner's content, so
+reading them is not logged."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin
-from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
-from murmur_conversations.models import AccessLogEntry, Conversation, Hold, RedactionCount
-
-#: What an admin page answers when its view cannot be written to the access log.
-UNLOGGED = "The access log could not be written (the database is busy); try again."
-
-
-def log_views(
-    request: HttpRequest, conversation_ids: Iterable[Any], surface: str
-) -> HttpResponse | None:
-    """One access log entry per conversation in ``conversation_ids`` that the staff member does
-    not own (``services.log_access``); None when done, a 503 page when the log could not be
-    written (a view that cannot be logged is not shown)."""
-    ids = list(dict.fromkeys(conversation_ids))
-    if not ids:
-        return None
-    owners = list(Conversation.objects.filter(pk__in=ids).values_list("pk", "owner_id"))
-    try:
-        if len(owners) == 1:
-            pk, owner_id = owners[0]
-            if owner_id != request.user.pk:
-                services.log_access(conversation=pk, actor=request.user, surface=surface)
-        elif owners:
-            services.log_accesses(conversations=owners, actor=request.user, surface=surface)
-    except ConversationNotFound:
-        return None  # deleted meanwhile: the page will say so
-    except WriteConflict:
-        return HttpResponse(UNLOGGED, status=503, content_type="text/plain; charset=utf-8")
-    return None
+from murmur_conversations.models import AccessLogEntry, Hold, RedactionCount
 
 
 @admin.register(RedactionCount)
@@ -60,7 +31,7 @@ class RedactionCountAdmin(ReadOnlyAdmin):
     search_fields = ("=conversation__id",)
     search_help_text = "Exact conversation id."
     ordering = ("detector", "-count")
-    fields = ("conversation", "detector", "count")
+    fields = ("conversation_link", "detector", "count")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -82,7 +53,7 @@ class HoldAdmin(ReadOnlyAdmin):
 
     list_display = ("conversation_link", "reason_short", "placed_by", "placed_at")
     list_select_related = ("placed_by",)
-    fields = ("conversation", "reason", "placed_by", "placed_at")
+    fields = ("conversation_link", "reason", "placed_by", "placed_at")
     raw_id_fields = ("placed_by",)
 
     @admin.display(description="reason")
@@ -102,7 +73,7 @@ class AccessLogEntryAdmin(ReadOnlyAdmin):
     link_lookups = frozenset({"conversation__id__exact", "actor__id__exact"})
     search_fields = ("=conversation__id",)
     search_help_text = "Exact conversation id, or the exact username of a staff member."
-    fields = ("conversation", "actor", "actor_name", "surface", "at")
+    fields = ("conversation_link", "actor", "actor_name", "surface", "at")
     raw_id_fields = ("actor",)
 
     def get_search_results(

@@ -9,15 +9,13 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.filters import ToolNameFilter
-from murmur_conversations.admin.forget import log_views
 from murmur_conversations.models import (
     AccessSurface,
     DisplayMessage,
@@ -29,37 +27,14 @@ from murmur_conversations.models import (
 
 class ConversationRowAdmin(ReadOnlyAdmin):
     """Rows that belong to a conversation: the search box takes a conversation id (exact), and
-    ``?conversation__id__exact=`` (the conversation page's links) narrows the list to one."""
+    ``?conversation__id__exact=`` (the conversation page's links) narrows the list to one. Every
+    page that shows rows to staff is written to the access log (``admin-rows``), once per
+    conversation on it that they do not own (docs/admin.md "The access log")."""
 
     search_fields = ("=conversation__id",)  # shows the box; get_search_results does the work
     search_help_text = "Exact conversation id."
     link_lookups = frozenset({"conversation__id__exact"})
-
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        """Django's list; a page shown to staff is written to the access log once per
-        conversation on it that they do not own (docs/admin.md "The access log")."""
-        response = super().changelist_view(request, extra_context)
-        if request.method == "GET" and isinstance(response, TemplateResponse):
-            changelist = (response.context_data or {}).get("cl")
-            if changelist is not None:
-                ids = [row.conversation_id for row in changelist.result_list]
-                refused = log_views(request, ids, AccessSurface.ADMIN_ROWS)
-                if refused is not None:
-                    return refused
-        return response
-
-    def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
-    ) -> HttpResponse:
-        """Django's page of one row, written to the access log like the lists."""
-        response = super().change_view(request, object_id, form_url, extra_context)
-        if request.method == "GET" and isinstance(response, TemplateResponse):
-            row = (response.context_data or {}).get("original")
-            if row is not None:
-                refused = log_views(request, [row.conversation_id], AccessSurface.ADMIN_ROWS)
-                if refused is not None:
-                    return refused
-        return response
+    list_surface = page_surface = AccessSurface.ADMIN_ROWS
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

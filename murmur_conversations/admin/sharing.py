@@ -18,7 +18,7 @@ from murmur_conversations import services
 from murmur_conversations.admin.base import ReadOnlyAdmin, badge, pre
 from murmur_conversations.admin.rows import ConversationRowAdmin
 from murmur_conversations.exceptions import InvalidContent, ShareNotFound
-from murmur_conversations.models import ConversationTag, Feedback, Share
+from murmur_conversations.models import AccessSurface, ConversationTag, Feedback, Share
 from murmur_conversations.validation import clean_tag
 
 
@@ -199,6 +199,8 @@ class ConversationTagAdmin(ReadOnlyAdmin):
     search_fields = ("=name",)  # shows the box; get_search_results does the work
     search_help_text = "Exact tag."
     link_lookups = frozenset({"conversation__id__exact"})
+    #: Tags are the owners' words: their lists and pages are logged like a conversation's rows.
+    list_surface = page_surface = AccessSurface.ADMIN_ROWS
     fields = ("name", "conversation")
 
     def get_search_results(
