@@ -325,3 +325,35 @@ def test_any_document_parses_without_raising(fmt: str, document: Any) -> None:
         if isinstance(item, Parsed):
             with contextlib.suppress(ValueError):  # refused alone by the writer, with its reason
                 normalize_message(item.message, max_content_bytes=1 << 20)
+
+
+@ROUND_TRIP
+@given(record=conversations())
+def test_openai_items_parse_with_the_sdks_item_types(
+    make_conversation: MakeConversation, user: User, record: list[dict[str, Any]]
+) -> None:
+    """Each item is the OpenAI SDK's Conversations item of its ``type``, with no key it does not
+    know."""
+    from openai.types.conversations import Message as ItemMessage
+    from openai.types.responses import (
+        ResponseFunctionToolCallItem,
+        ResponseFunctionToolCallOutputItem,
+        ResponseReasoningItem,
+    )
+
+    models: dict[str, Any] = {
+        "message": ItemMessage,
+        "function_call": ResponseFunctionToolCallItem,
+        "function_call_output": ResponseFunctionToolCallOutputItem,
+        "reasoning": ResponseReasoningItem,
+    }
+    original = make_conversation(owner=user)
+    services.save_messages(conversation=original, messages=record)
+    for item in json.loads(export(original, "--format", "openai-items")):
+        parsed = models[item["type"]].model_validate(item)
+        assert not parsed.model_extra, item
+        parts = [
+            *(getattr(parsed, "content", None) or []),
+            *(getattr(parsed, "summary", None) or []),
+        ]
+        assert all(not part.model_extra for part in parts if hasattr(part, "model_extra")), item
