@@ -128,7 +128,10 @@ class Command(BaseCommand):
             help=f"auto (default) or one of: {', '.join(registry.FORMAT_NAMES)}",
         )
         parser.add_argument(
-            "--conversation-id", metavar="ID", help="the conversation key to import into"
+            "--conversation-id",
+            metavar="ID",
+            help="the conversation key to import into (vercel-ui, ag-ui, openai-items: also the "
+            "id of one of the owner's conversations, to merge into)",
         )
         parser.add_argument(
             "--follow",
