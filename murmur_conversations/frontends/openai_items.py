@@ -4,8 +4,8 @@ docs/formats.md "openai-items"), written from the record and read back. Pure: no
 Per record message: a user, system or developer message is a ``message`` item (``input_text``,
 ``input_image`` and ``input_file`` parts); an assistant message is one ``reasoning`` item per
 thinking block (id ``<id>#reasoning-<n>``; ``content`` one ``reasoning_text``, the signature as
-``encrypted_content``), a ``message`` item (id the message id, ``output_text`` parts) when it has
-text, and one ``function_call`` item per call (id ``<id>#call-<n>``, ``arguments`` JSON text);
+``encrypted_content``), a ``message`` item (id the message id, ``output_text`` parts) unless it
+has no text but thinking or calls, and one ``function_call`` item per call (id ``<id>#call-<n>``, ``arguments`` JSON text);
 a tool result is a ``function_call_output`` item (``call_id``, ``output`` its text, or
 ``input_text``/``input_image`` parts). Items carry no error flag: a failed call's output comes
 back as plain output. Reading back, consecutive items whose ids share the ``<id>#`` stem are one
