@@ -177,7 +177,7 @@ def normalize_message(message: Any, *, max_content_bytes: int) -> NormalizedMess
     """
     if not isinstance(message, dict):
         raise InvalidContent(f"a message must be a JSON object, not {type(message).__name__}")
-    message, redactions = redact(clean_json(message))  # docs/write-path.md "Redaction"
+    message, redactions = redact(clean_json(message), record=True)  # write-path.md "Redaction"
     role = check_short_string(message.get("role"), what="message 'role'", allow_empty=False)
     content = message.get("content")
     null_content = content is None

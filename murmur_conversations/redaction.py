@@ -73,10 +73,36 @@ T = TypeVar("T")
 MARKER_PREFIX: Final = "[REDACTED:"
 DETECTOR_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _MARKER: Final = re.compile(r"\[REDACTED:[a-z0-9][a-z0-9-]{0,39}\]")
-#: Values under these keys are identities (message, call and source ids, roles, block types):
-#: never redacted, so de-duplication and the links between calls and results never change.
+#: Values under these keys are identities the provider or the writer issued (message, call and
+#: source ids, roles, block types): never redacted in a record (``redact(record=True)``), so
+#: de-duplication and the links between calls and results never change. Below a key of
+#: :data:`CONTENT_KEYS`, and in a value that is content throughout (metadata), they are content.
 IDENTITY_KEYS: Final = frozenset(
     {"id", "role", "type", "tool_call_id", "tool_use_id", "call_id", "source_id"}
+)
+#: Keys whose value a tool or a person wrote, whatever its shape (tool arguments and results,
+#: Claude Code's ``toolUseResult``, metadata, a pending ask's ``pauseData``): below them no key is
+#: an identity and no value is opaque but base64 media.
+CONTENT_KEYS: Final = frozenset(
+    {"input", "arguments", "result", "output", "toolUseResult", "metadata", "pauseData"}
+)
+#: Values opaque by the provider's format, kept byte for byte in a record (docs/security.md):
+#: thinking ``signature`` (Anthropic) and reasoning ``encrypted_content`` (OpenAI, Codex).
+OPAQUE_KEYS: Final = frozenset({"signature", "encrypted_content"})
+#: Block or source types whose ``data`` is opaque: ``redacted_thinking`` (encrypted reasoning) and
+#: ``base64`` (an image's or a document's bytes); a ``data`` beside ``mime_type`` or
+#: ``media_type`` with no ``type`` (a display row's image) is base64 media too.
+OPAQUE_DATA_TYPES: Final = frozenset({"redacted_thinking", "base64"})
+_MEDIA_KEYS: Final = ("mime_type", "media_type")
+#: A ``data:`` URL of base64 media (OpenAI ``image_url.url``, Codex ``input_image``): kept whole.
+_DATA_URL: Final = re.compile(
+    r"data:[A-Za-z0-9.+/-]{1,100}(?:;[A-Za-z0-9.=-]{1,100}){0,4};base64,[A-Za-z0-9+/=\s]*"
+)
+#: Opaque values in a source line that is not JSON (cut off): their spans are never replaced.
+_OPAQUE_IN_TEXT: Final = re.compile(
+    r'"(?:signature|encrypted_content)"\s*:\s*"[A-Za-z0-9+/=_-]*'
+    r'|"type"\s*:\s*"(?:base64|redacted_thinking)"[^{}"]*(?:"[^{}"]*"[^{}"]*){0,6}?"data"\s*:\s*"[A-Za-z0-9+/=]*'
+    rf"|{_DATA_URL.pattern}"
 )
 #: No detector finds anything shorter.
 _MIN_SECRET: Final = 8
@@ -172,6 +198,13 @@ EXTRA_DETECTORS: Final = (
 )
 
 PRIVATE_KEY: Final = "private-key"
+#: The marker of what may be the start of a secret, in text cut short (``Redactor.cut_text``).
+PARTIAL: Final = "partial"
+#: Continuations tried after a text cut short: high-entropy letters and digits, and capitals and
+#: digits (AWS), longer than any detector's match.
+_FILLERS: Final = ("Xq7Lm2Pz9Rt4Kw8Nv3Bj6Hd1Gs5Fc0Yh" * 20, "Q7L2P9R4K8N3B6H1" * 40)
+#: How far back from the end of a text cut short a secret may begin.
+_OPEN_TAIL: Final = 1024
 KEYWORD: Final = "keyword-secret"
 #: Every built-in secret detector name, in the order their stages run.
 SECRET_DETECTORS: Final = (
@@ -351,14 +384,19 @@ class Redactor:
 
     # ------------------------------------------------------------------ one text
 
-    def text(self, text: str, counts: Counter[str]) -> str:
-        """``text`` with its secrets replaced; adds what it replaced to ``counts``."""
+    def text(
+        self, text: str, counts: Counter[str], *, protect: re.Pattern[str] | None = None
+    ) -> str:
+        """``text`` with its secrets replaced; adds what it replaced to ``counts``. Spans of
+        ``protect`` (and of ``data:`` URLs of base64 media) are never replaced."""
         if len(text) < _MIN_SECRET:
             return text
+        if protect is None and "data:" in text:
+            protect = _DATA_URL
         for _ in range(_MAX_PASSES):
             if not self._candidate(text):
                 return text
-            redone = self._pass(text, counts)
+            redone = self._pass(text, counts, protect)
             if redone == text:
                 return text
             text = redone
@@ -369,13 +407,13 @@ class Redactor:
             return True
         return self.pii and _DIGIT.search(text) is not None
 
-    def _pass(self, text: str, counts: Counter[str]) -> str:
+    def _pass(self, text: str, counts: Counter[str], protect: re.Pattern[str] | None) -> str:
         if self.pem:
-            text = self._segments(text, self._pem, counts)
+            text = self._segments(text, self._pem, counts, protect)
         for stage in self.stages:
-            text = self._segments(text, stage.find, counts)
+            text = self._segments(text, stage.find, counts, protect)
         if self.pii:
-            text = self._segments(text, self._phones, counts)
+            text = self._segments(text, self._phones, counts, protect)
         return text
 
     def _segments(
@@ -383,20 +421,19 @@ class Redactor:
         text: str,
         find: Callable[[str], list[tuple[int, int, str]]],
         counts: Counter[str],
+        protect: re.Pattern[str] | None = None,
     ) -> str:
-        """Apply ``find`` to ``text``, leaving markers alone: a span that overlaps a marker is
-        dropped, so a marker is never matched again (the idempotence of docs/write-path.md)."""
+        """Apply ``find`` to ``text``, leaving markers (and spans of ``protect``) alone: a span
+        that overlaps one is dropped, so a marker is never matched again (the idempotence of
+        docs/write-path.md) and an opaque value is never cut into."""
         spans = find(text)
-        if spans and MARKER_PREFIX in text:
-            markers = [m.span() for m in _MARKER.finditer(text)]
-            starts = [start for start, _ in markers]
-            kept = []
-            for start, end, name in spans:
-                index = bisect.bisect_right(starts, end - 1) - 1  # last marker starting before end
-                if index >= 0 and markers[index][1] > start:
-                    continue
-                kept.append((start, end, name))
-            spans = kept
+        if not spans:
+            return text
+        guarded = [m.span() for m in _MARKER.finditer(text)] if MARKER_PREFIX in text else []
+        if protect is not None:
+            guarded = _merged([*guarded, *(m.span() for m in protect.finditer(text))])
+        if guarded:
+            spans = _outside(spans, guarded)
         return _replace(text, spans, counts)
 
     def _pem(self, text: str) -> list[tuple[int, int, str]]:
@@ -441,19 +478,67 @@ class Redactor:
                 found.append((match.start, match.end, "phone"))
         return found
 
+    # ------------------------------------------------------------------ text cut short
+
+    def open_at(self, text: str) -> int | None:
+        """Where a secret ``text`` may stop inside begins (None: nowhere): the start of a match
+        of any detector (its keyword included) that runs to the end of ``text`` and on into a
+        made-up continuation. Text that arrives in pieces, or a line cut off, keeps no prefix
+        of a secret when the text from here is held back or replaced."""
+        base = max(0, len(text) - _OPEN_TAIL)
+        tail = text[base:]
+        starts = []
+        for filler in _FILLERS:
+            probe = tail + filler
+            for stage in self.stages:
+                if stage.regex is None:
+                    continue
+                for match in stage.regex.finditer(probe):
+                    if match.start() < len(tail) < match.end():
+                        starts.append(match.start())
+                        break
+        return base + min(starts) if starts else None
+
+    def cut_text(self, text: str, counts: Counter[str]) -> str:
+        """A text that stops mid-way (a piece of one arriving in pieces): redacted, and a secret
+        it may stop inside replaced from its start (``[REDACTED:partial]``)."""
+        text = self.text(text, counts)
+        start = self.open_at(text)
+        if start is None or (start < len(text) and _inside_marker(text, start)):
+            return text
+        counts[PARTIAL] += 1
+        return f"{text[:start]}{MARKER_PREFIX}{PARTIAL}]"
+
     # ------------------------------------------------------------------ JSON values
 
-    def value(self, value: Any, counts: Counter[str], key: str | None = None) -> Any:
-        """A JSON value with every string redacted (keys, numbers and structure kept); strings
-        under :data:`IDENTITY_KEYS` are kept; a string under a keyword key (``password``,
-        ``api_key``...) that looks secret (:func:`looks_secret`) is replaced whole."""
+    def value(
+        self,
+        value: Any,
+        counts: Counter[str],
+        key: str | None = None,
+        *,
+        record: bool = False,
+        cut: bool = False,
+    ) -> Any:
+        """A JSON value with every string and every object key redacted (numbers and structure
+        kept). ``record``: the value is in a provider's or the writer's message format, so strings
+        under :data:`IDENTITY_KEYS` and opaque values (:data:`OPAQUE_KEYS`, ``data`` of
+        :data:`OPAQUE_DATA_TYPES`) are kept byte for byte, until a key of :data:`CONTENT_KEYS`
+        makes everything below it content. Base64 media (a ``data:`` URL, the ``data`` of a
+        ``base64`` source) is kept in content too. A string under a keyword key (``password``,
+        ``api_key``...) that looks secret (:func:`looks_secret`) is replaced whole. ``cut``: its
+        strings stop mid-way (:meth:`cut_text`)."""
         if isinstance(value, str):
-            if key in IDENTITY_KEYS:
+            if _DATA_URL.fullmatch(value):
                 return value
             # JSON held as text (OpenAI function.arguments) is redacted as JSON: its escapes
             # would hide secrets from the text detectors.
-            scan = self.line if value[:1] in ("{", "[") else self.text
-            text = scan(value, counts)
+            if value[:1] in ("{", "["):
+                text = self.line(value, counts, record=record, cut=cut)
+            elif cut:
+                text = self.cut_text(value, counts)
+            else:
+                text = self.text(value, counts)
             if (
                 self.keyword
                 and key is not None
@@ -466,30 +551,106 @@ class Redactor:
                 return f"{MARKER_PREFIX}{KEYWORD}]"
             return text
         if isinstance(value, dict):
-            return {k: self.value(v, counts, k) for k, v in value.items()}
+            return self._object(value, counts, record=record, cut=cut)
         if isinstance(value, list):
-            return [self.value(item, counts, key) for item in value]
+            return [self.value(item, counts, key, record=record, cut=cut) for item in value]
         return value
 
-    def line(self, raw: str, counts: Counter[str]) -> str:
-        """A stored source line: kept byte for byte unless it holds a secret; a JSON line that
-        does is parsed, redacted as a JSON value and written back as compact JSON (``jsonenc``,
-        ``ensure_ascii=False``), so a second redaction keeps it as it is."""
+    def _object(
+        self, value: dict[str, Any], counts: Counter[str], *, record: bool, cut: bool
+    ) -> Any:
+        kept = _opaque_members(value, record=record)
+        out: dict[str, Any] = {}
+        for key, member in value.items():
+            name = self._key(key, counts, value, out)
+            if isinstance(member, str) and (key in kept or (record and key in IDENTITY_KEYS)):
+                out[name] = member
+            else:
+                out[name] = self.value(
+                    member, counts, key, record=record and key not in CONTENT_KEYS, cut=cut
+                )
+        return out
+
+    def _key(
+        self, key: str, counts: Counter[str], given: dict[str, Any], out: dict[str, Any]
+    ) -> str:
+        """An object key with its secrets replaced; a redacted key that would meet another key
+        gets `` (2)``, `` (3)``... so no member is lost."""
+        name = self.text(key, counts)
+        if name == key:
+            return key
+        unique, number = name, 1
+        while unique in given or unique in out:
+            number += 1
+            unique = f"{name} ({number})"
+        return unique
+
+    def line(
+        self, raw: str, counts: Counter[str], *, record: bool = True, cut: bool = False
+    ) -> str:
+        """A stored source line (or JSON held as text): kept byte for byte unless it holds a
+        secret; a JSON line that does is parsed, redacted as a JSON value (``record``: as a
+        record, the default for source lines) and written back as compact JSON (``jsonenc``,
+        ``ensure_ascii=False``), so a second redaction keeps it as it is. A line that is not JSON
+        (cut off) is redacted as text, its opaque values (``"signature": "..."``, base64
+        ``data``, ``data:`` URLs) left alone. ``cut``: the line's texts stop mid-way, so each
+        string's end is redacted as text cut short (:meth:`cut_text`), secret or not."""
         probe = raw.replace('\\"', '"').replace("\\/", "/") if "\\" in raw else raw
-        if len(raw) < _MIN_SECRET or not self._candidate(probe):
+        if not cut and (len(raw) < _MIN_SECRET or not self._candidate(probe)):
             return raw
         try:
             parsed = jsonenc.loads(raw)
         except (ValueError, RecursionError):
-            return self.text(raw, counts)
+            return self.text(raw, counts, protect=_OPAQUE_IN_TEXT)
         if not isinstance(parsed, dict | list):
-            return self.text(raw, counts)
+            return self.text(raw, counts, protect=_OPAQUE_IN_TEXT)
         found: Counter[str] = Counter()
-        redacted = self.value(parsed, found)
+        redacted = self.value(parsed, found, record=record, cut=cut)
         if not found:
             return raw
         counts.update(found)
         return jsonenc.dumps(redacted)
+
+
+def _opaque_members(value: dict[str, Any], *, record: bool) -> frozenset[str]:
+    """The keys of ``value`` whose string values are opaque by the provider's format."""
+    kind = value.get("type")
+    media = kind == "base64" or (kind is None and any(k in value for k in _MEDIA_KEYS))
+    if record:
+        if kind in OPAQUE_DATA_TYPES or media:
+            return OPAQUE_KEYS | {"data"}
+        return OPAQUE_KEYS
+    return frozenset({"data"}) if media else frozenset()
+
+
+def _inside_marker(text: str, position: int) -> bool:
+    """Whether ``position`` of ``text`` falls inside a marker."""
+    return any(m.start() <= position < m.end() for m in _MARKER.finditer(text))
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping ones merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _outside(
+    spans: list[tuple[int, int, str]], guarded: list[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    """The spans that overlap none of ``guarded`` (sorted, non-overlapping ``(start, end)``)."""
+    starts = [start for start, _ in guarded]
+    kept = []
+    for start, end, name in spans:
+        index = bisect.bisect_right(starts, end - 1) - 1  # last guarded span starting before end
+        if index >= 0 and guarded[index][1] > start:
+            continue
+        kept.append((start, end, name))
+    return kept
 
 
 def _unnamed(pattern: str) -> str:
@@ -515,6 +676,48 @@ def _replace(text: str, spans: list[tuple[int, int, str]], counts: Counter[str])
         position = end
     out.append(text[position:])
     return "".join(out)
+
+
+class Pieces:
+    """One text arriving in pieces (streamed increments): :meth:`add` takes the next piece and
+    returns what may be shown of it. A run at the end that may be the start of a secret
+    (``Redactor.open_at``) is held back until the next piece tells, and each piece is redacted
+    with the text before it, so a secret split across pieces is found whole and no part of it is
+    shown. Holds at most :data:`MAX_PIECES_TEXT` characters; not thread-safe (one per stream)."""
+
+    def __init__(self) -> None:
+        self.raw = ""  # the text so far (its last MAX_PIECES_TEXT characters at most)
+        self.shown = ""  # the redacted text shown for it, up to the held-back run
+
+    def add(self, piece: str) -> str:
+        redactor = current()
+        if not redactor.enabled:
+            return piece
+        raw = self.raw + piece
+        cut = redactor.open_at(raw)
+        shown = redactor.text(raw if cut is None else raw[:cut], Counter())
+        common = _common_prefix(shown, self.shown)
+        out = shown[common:]
+        if len(shown) >= len(self.shown) or common < len(shown):
+            self.shown = shown
+        self.raw = raw
+        if len(raw) > MAX_PIECES_TEXT:  # keep the end: enough to find a secret across pieces
+            self.raw = raw[-_OPEN_TAIL:]
+            cut = redactor.open_at(self.raw)
+            self.shown = redactor.text(self.raw if cut is None else self.raw[:cut], Counter())
+        return out
+
+
+def _common_prefix(one: str, other: str) -> int:
+    """The length of the longest common prefix of two strings."""
+    for index, (a, b) in enumerate(zip(one, other, strict=False)):
+        if a != b:
+            return index
+    return min(len(one), len(other))
+
+
+#: The most text :class:`Pieces` keeps of one stream.
+MAX_PIECES_TEXT: Final = 16 * 1024
 
 
 def settings_of(conf: Any) -> dict[str, Any]:
@@ -592,12 +795,18 @@ def _forget(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget, dispatch_uid="murmur_conversations.redaction")
 
 
-def redact(value: T, *, source_line: bool = False) -> Redacted[T]:
+def redact(
+    value: T, *, source_line: bool = False, record: bool = False, cut: bool = False
+) -> Redacted[T]:
     """Replace the secrets in ``value`` by ``[REDACTED:<detector>]`` markers (module docstring).
 
     ``value``: a string or a JSON value already cleaned by ``validation.clean_json`` (dict keys
-    are strings). ``source_line=True``: ``value`` is one stored line of an imported log
-    (``Redactor.line``). Returns ``Redacted(value, counts)``; the value is ``value`` itself when
+    are strings; keys are redacted too). ``record=True``: a JSON value in a message format (a
+    message, a display row's content, a tool's result): identities and opaque values are kept
+    (``Redactor.value``); the default treats the whole value as content a person or a tool wrote
+    (metadata, a pending ask). ``source_line=True``: ``value`` is one stored line of an imported
+    log, redacted as a record (``Redactor.line``); with ``cut=True``, a line whose texts stop
+    mid-way (``Redactor.cut_text``). Returns ``Redacted(value, counts)``; the value is ``value`` itself when
     nothing was found or redaction is off (``REDACT["ENABLED"]``). Raises ``ImproperlyConfigured``
     for a ``REDACT`` setting the system checks refuse.
     """
@@ -608,23 +817,31 @@ def redact(value: T, *, source_line: bool = False) -> Redacted[T]:
     if source_line:
         if not isinstance(value, str):
             raise TypeError("a source line is a string")
-        result: Any = redactor.line(value, counts)
+        result: Any = redactor.line(value, counts, cut=cut)
     elif isinstance(value, str):
         result = redactor.text(value, counts)
     else:
-        result = redactor.value(value, counts)
+        result = redactor.value(value, counts, record=record)
     if not counts:
         return Redacted(value, {})
     return Redacted(result, dict(counts))
 
 
-def fit(text: str, max_length: int) -> str:
-    """A redacted short field (title, tool name) cut back to ``max_length`` characters when its
-    markers made it longer; a marker cut in two is dropped whole."""
+def fit(text: str, max_length: int, *, ellipsis: str = "") -> str:
+    """A redacted short field (title, tool name) cut back to ``max_length`` characters, the last
+    of them ``ellipsis`` when one is given; a marker cut in two is dropped whole."""
     if len(text) <= max_length:
         return text
-    cut = text[:max_length]
+    cut = text[: max_length - len(ellipsis)]
     opening = cut.rfind(MARKER_PREFIX)
     if opening >= 0 and "]" not in cut[opening:]:
         cut = cut[:opening]
-    return cut
+    return cut + ellipsis
+
+
+def redact_and_cut(text: str, max_length: int, *, ellipsis: str = "") -> Redacted[str]:
+    """``text`` redacted, then cut to ``max_length`` characters (:func:`fit`): the one way to
+    shorten text that may hold a secret (titles, excerpts), so a secret crossing the cut is
+    replaced whole, never stored in part."""
+    redacted, counts = redact(text)
+    return Redacted(fit(redacted, max_length, ellipsis=ellipsis), counts)

@@ -222,6 +222,14 @@ MURMUR_CONVERSATIONS: dict[str, Any] = {"SHARE_URL": "/shared/{token}/"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"murmur_conversations": {"handlers": ["console"], "level": "INFO"}},
+    # Access logs print query strings: secrets in ?q=, ?tag=, ?since= are redacted first.
+    "filters": {"redact": {"()": "murmur_conversations.logfilters.RedactQueryStrings"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
+    "loggers": {
+        "murmur_conversations": {"handlers": ["console"], "level": "INFO"},
+        **{
+            name: {"handlers": ["console"], "level": "INFO", "propagate": False}
+            for name in ("uvicorn.access", "django.server", "django.channels.server")
+        },
+    },
 }

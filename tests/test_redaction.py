@@ -154,21 +154,21 @@ def test_json_structure_keys_and_identities_are_kept() -> None:
         "tool_call_id": secret,
         "nested": {"password": "Zq8#mP2$vL9!x", "count": 3, "list": [secret, 1.5, None, True]},
     }
-    redacted, counts = redact(value)
+    redacted, counts = redact(value, record=True)
     assert redacted["id"] == secret and redacted["tool_call_id"] == secret
     assert redacted["content"][0]["id"] == secret
     assert redacted["content"][0]["input"] == {"cmd": "echo [REDACTED:aws-access-key]"}
-    assert redacted["content"][1] == {
+    assert redacted["content"][1] == {  # a key is content: redacted
         "type": "text",
         "text": "key [REDACTED:aws-access-key]",
-        secret: 1,
+        "[REDACTED:aws-access-key]": 1,
     }
     assert redacted["nested"] == {
         "password": "[REDACTED:keyword-secret]",
         "count": 3,
         "list": ["[REDACTED:aws-access-key]", 1.5, None, True],
     }
-    assert counts == {"aws-access-key": 3, "keyword-secret": 1}
+    assert counts == {"aws-access-key": 4, "keyword-secret": 1}
 
 
 def test_nothing_found_returns_the_same_object() -> None:
@@ -243,7 +243,7 @@ def test_a_source_line_is_kept_byte_for_byte_or_redacted_to_a_fixed_point(
     stored = redact(line, source_line=True).value
     if stored != line:
         assert redact(stored, source_line=True).value == stored
-        assert json.loads(stored) == redact(json.loads(line)).value
+        assert json.loads(stored) == redact(json.loads(line), record=True).value
 
 
 # --------------------------------------------------------------------------- every write path

@@ -55,7 +55,7 @@ from murmur_conversations.importers.records import (
 )
 from murmur_conversations.messages import NormalizedMessage, normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
-from murmur_conversations.redaction import redact
+from murmur_conversations.redaction import redact, redact_and_cut
 from murmur_conversations.selectors import parse_conversation_id
 from murmur_conversations.usage import read_usage
 
@@ -348,7 +348,7 @@ class _Writer:
     def best_title(self, target: _Target) -> str:
         """The best ``Title`` so far, else the first user text held (wrappers removed)."""
         if target.title is not None and target.title.text:
-            return target.title.text[:255]
+            return redact_and_cut(target.title.text, 255).value
         return next(
             (
                 prompt_title(m.get("content"))
@@ -443,7 +443,7 @@ class _Writer:
         best = target.title
         if conversation is None or self.dry_run or best is None or not best.text:
             return
-        title = best.text[:255]
+        title = redact_and_cut(best.text, 255).value
         pk = str(conversation.pk)
         conversation.refresh_from_db(fields=["title"])
         if title == conversation.title:
@@ -525,6 +525,7 @@ class _Writer:
                 "line_number": item.line,
                 "raw": item.raw,
                 "record_type": item.record_type[:64],
+                **({"cut": True} if item.cut else {}),
             }
         )
         if len(target.records) >= BATCH:

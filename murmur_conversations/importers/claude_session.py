@@ -61,6 +61,7 @@ from murmur_conversations.importers.records import (
     unknown_key,
     with_id,
 )
+from murmur_conversations.redaction import redact_and_cut
 
 #: Line types of current Claude Code session files (docs/formats.md "Claude Code").
 KNOWN_TYPES: Final = frozenset(
@@ -547,7 +548,7 @@ class ClaudeParser:
                     calls.append(call_id)
             description = arguments.get("description")
             if isinstance(description, str) and description.strip():
-                self.task_titles[call_id] = description.strip()[:255]
+                self.task_titles[call_id] = redact_and_cut(description.strip(), 255).value
 
     def _finished(self, call_id: str, is_error: bool, at: datetime | None) -> None:
         """The main chain's result of a Task call ends the subagent it launched: its answer

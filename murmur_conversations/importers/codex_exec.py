@@ -123,6 +123,7 @@ class ExecParser(HeldUntilKeyed):
                 record_type,
                 unknown=kind not in KNOWN_TYPES or unknown_item,
                 kind=f"item.{item_type}" if unknown_item else "",
+                cut=kind == "item.updated",
             )
         ]
         if isinstance(kind, str) and kind.startswith("item.") and isinstance(item, dict):

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from murmur_conversations import jsonenc
+from murmur_conversations.redaction import redact_and_cut
 
 #: How many characters of a bad line a report shows.
 EXCERPT_CHARS = 80
@@ -90,7 +91,9 @@ class Subagent:
 class Kept:
     """A source line kept verbatim (``SourceRecord``). ``unknown`` marks a record type the parser
     does not read; it is counted by ``kind`` (default: the record type), and does not make an
-    import partial. ``subagent`` names the agent a subagent's line belongs to."""
+    import partial. ``subagent`` names the agent a subagent's line belongs to. ``cut``: the line's
+    texts stop mid-way (a Codex ``item.updated``: a later line carries them whole), so their ends
+    are redacted as text cut short (``redaction.Redactor.cut_text``)."""
 
     source_key: str
     line: int | None
@@ -100,6 +103,7 @@ class Kept:
     at: datetime | None = None
     kind: str = ""
     subagent: Subagent | None = None
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,7 @@ def prompt_title(content: Any, limit: int = 80) -> str:
     """A title from a prompt a person typed (docs/formats.md "Titles"): its text with the wrappers
     agent CLIs add removed: ``<command-name>/x</command-name>`` and ``<command-args>`` become
     ``/x args``, and ``<command-message>``, ``<system-reminder>`` and ``<local-command-*>`` blocks
-    go; at most ``limit`` characters."""
+    go; redacted, then cut to at most ``limit`` characters (``redaction.redact_and_cut``)."""
     text = first_text(content, limit=10_000)
     name = _COMMAND_NAME.search(text)
     if name:
@@ -292,8 +296,7 @@ def prompt_title(content: Any, limit: int = 80) -> str:
         )
     else:
         text = _TAG.sub("", _WRAPPER.sub("", text))
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return redact_and_cut(" ".join(text.split()), limit, ellipsis="…").value
 
 
 def canonical_json(value: Any) -> str:
@@ -341,8 +344,9 @@ def key_of_messages(messages: list[Any]) -> str:
 
 
 def excerpt(text: str) -> str:
-    """At most :data:`EXCERPT_CHARS` characters of ``text``, control characters escaped."""
-    short = text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
+    """At most :data:`EXCERPT_CHARS` characters of ``text`` (redacted before the cut), control
+    characters escaped."""
+    short = redact_and_cut(text, EXCERPT_CHARS, ellipsis="...").value
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in short)
 
 
@@ -390,7 +394,8 @@ def unknown_key(raw: str) -> str:
 
 
 def first_text(content: Any, limit: int = 80) -> str:
-    """A short title from message content: the string, or its first ``text`` block."""
+    """A short title from message content: the string, or its first ``text`` block, redacted,
+    then cut to at most ``limit`` characters (``redaction.redact_and_cut``)."""
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
@@ -406,8 +411,7 @@ def first_text(content: Any, limit: int = 80) -> str:
         )
     else:
         text = ""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return redact_and_cut(" ".join(text.split()), limit, ellipsis="…").value
 
 
 class HeldUntilKeyed:

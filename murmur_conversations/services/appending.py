@@ -30,7 +30,7 @@ from murmur_conversations.models import (
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.redaction import redact
+from murmur_conversations.redaction import redact, redact_and_cut
 from murmur_conversations.services import bulkcopy, fasttools, singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
@@ -287,16 +287,21 @@ def _source_record_objects(
             raise InvalidContent("source record 'line_number' must be a non-negative integer")
         if key in objects:
             continue
-        raw, redactions[key] = redact(clean_text(record["raw"]), source_line=True)
+        raw, redactions[key] = redact(
+            clean_text(record["raw"]), source_line=True, cut=record.get("cut") is True
+        )
         objects[key] = SourceRecord(
             conversation=conversation,
             source=source,
             source_key=key,
             line_number=line,
             raw=raw,
-            record_type=check_short_string(
-                record.get("record_type") or "", what="record_type", max_length=64
-            ),
+            record_type=redact_and_cut(  # the line's own type: a writer's text like the rest
+                check_short_string(
+                    record.get("record_type") or "", what="record_type", max_length=64
+                ),
+                64,
+            ).value,
         )
     return list(objects.values()), redactions
 
@@ -546,7 +551,7 @@ def save_synthetic_message(
         raise InvalidContent(
             f"unknown message_type {message_type!r}; one of {', '.join(MessageType.values)}"
         )
-    content, found = redact(clean_json(content))
+    content, found = redact(clean_json(content), record=True)
     check_display_content(content_type, content)
     check_size(content, limit=app_settings.max_content_bytes, what="content")
     metadata, found_in_metadata = redact(

@@ -3,8 +3,9 @@ pending ask, streamed text."""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from datetime import datetime
 from typing import Any, Final
 
@@ -26,7 +27,7 @@ from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
 )
-from murmur_conversations.redaction import fit, redact
+from murmur_conversations.redaction import Pieces, redact, redact_and_cut
 from murmur_conversations.services import singles
 from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
@@ -63,8 +64,7 @@ UNSET: Final[Any] = _Unset()
 def _redacted_title(title: str) -> tuple[str, dict[str, int]]:
     """A checked title with its secrets replaced, cut back to 255 characters if the markers
     made it longer (``redaction.fit``)."""
-    redacted, found = redact(title)
-    return fit(redacted, 255), found
+    return redact_and_cut(title, 255)
 
 
 def _redacted_tags(tags: Any) -> tuple[list[str], dict[str, int]]:
@@ -474,6 +474,8 @@ def set_status(
 def broadcast_delta(*, conversation: ConversationRef, stream_id: str, text: str) -> None:
     """Announce streamed text (``text`` is the increment to append) to live clients at once.
     Ephemeral: never stored, takes no event_seq; the final text arrives through ``save_message``.
+    Redacted with the stream's text before it (``redaction.Pieces``): a run that may begin a
+    secret waits for the next increment, so the frame may carry less than ``text`` (or nothing).
     Raises ``ConversationNotFound`` or ``InvalidContent`` (non-string ``stream_id``/``text``)."""
     if not isinstance(stream_id, str) or not isinstance(text, str):
         raise InvalidContent("stream_id and text must be strings")
@@ -484,7 +486,23 @@ def broadcast_delta(*, conversation: ConversationRef, stream_id: str, text: str)
         if found is None:
             raise ConversationNotFound(f"no conversation {conversation!r}")
         conv = found
-    # Redacted like stored text; a secret split across two increments cannot be recognised in
-    # either (the stored message, redacted whole, replaces the preview).
-    text = redact(clean_text(text)).value
-    send(signals.delta, conversation=conv, stream_id=clean_text(stream_id), text=text)
+    stream_id = clean_text(stream_id)
+    text = _stream_pieces(conv.pk, stream_id).add(clean_text(text))
+    if text:  # a run that may begin a secret is held back until the next increment
+        send(signals.delta, conversation=conv, stream_id=stream_id, text=text)
+
+
+#: The text so far of the streams this process announced (``redaction.Pieces``), newest last.
+_streams: OrderedDict[tuple[Any, str], Pieces] = OrderedDict()
+_streams_lock = threading.Lock()
+_MAX_STREAMS = 1024
+
+
+def _stream_pieces(pk: Any, stream_id: str) -> Pieces:
+    """The ``Pieces`` of one stream, the least recently used forgotten beyond ``_MAX_STREAMS``."""
+    with _streams_lock:
+        pieces = _streams.pop((pk, stream_id), None) or Pieces()
+        _streams[(pk, stream_id)] = pieces
+        while len(_streams) > _MAX_STREAMS:
+            _streams.popitem(last=False)
+        return pieces

@@ -8,6 +8,7 @@ from django.db import router, transaction
 from django.utils import timezone
 
 from murmur_conversations.models import ImportedSource
+from murmur_conversations.redaction import redact
 from murmur_conversations.services.writing import database_errors
 
 
@@ -15,8 +16,13 @@ def remember_imported_source(*, owner: Any, path: str, **fields: Any) -> Importe
     """Create or replace the ``ImportedSource`` of ``owner`` (a user or its pk) and ``path`` (a
     resolved path) with ``fields`` (the model's: ``format``, ``options``, ``size``, ``mtime_ns``,
     ``head_size``, ``head_hash``, ``offset``, ``line``, ``state``, ``conversations``, ``titles``);
-    ``imported_at`` is now. Raises ``WriteConflict`` (retryable) on a database failure."""
+    ``imported_at`` is now. ``titles`` and ``state`` are redacted like all stored text (the
+    importers' titles are redacted already; a parser's state may hold what a line said). Raises
+    ``WriteConflict`` (retryable) on a database failure."""
     owner_pk = getattr(owner, "pk", owner)
+    for name in ("titles", "state"):
+        if fields.get(name) is not None:
+            fields[name] = redact(fields[name], record=True).value
     using = router.db_for_write(ImportedSource)
     with database_errors(), transaction.atomic(using=using):
         source, _ = ImportedSource.objects.using(using).update_or_create(

@@ -85,7 +85,7 @@ def update_tool_status(
     info = clean_json(tool_info)
     if info.get("name") is not None:
         check_short_string(info["name"], what="tool_info 'name'")
-    info, found = redact(info)  # result, error, display text and name: redacted
+    info, found = redact(info, record=True)  # result, error, display text, name: redacted
     reason = info.get("interrupt_reason") or InterruptReason.AWAITING_INPUT
     if reason not in InterruptReason.values:
         raise InvalidToolTransition(f"unknown interrupt_reason {reason!r}")
@@ -154,7 +154,7 @@ def resolve_tool_result(
     ``content["content"]`` of its ``tool_result`` row whose ``is_interrupt`` is true, set that flag
     false (the record is not touched) and complete the call (the latest call of that id). Returns
     the result row. Raises ``ToolCallNotFound`` when there is no such call or row."""
-    result_content, found = redact(clean_json(result_content))
+    result_content, found = redact(clean_json(result_content), record=True)
     check_size(result_content, limit=app_settings.max_content_bytes, what="result content")
     using = router.db_for_write(Conversation)
     if (
