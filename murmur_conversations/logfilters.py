@@ -22,6 +22,8 @@ from urllib.parse import quote, unquote_plus
 
 from murmur_conversations.redaction import redact
 
+__all__ = ["RedactQueryStrings", "redact_query_strings"]
+
 #: A query string: from ``?`` to the next blank, quote or end.
 _QUERY: Final = re.compile(r"\?([^\s\"'<>]*)")
 

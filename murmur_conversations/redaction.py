@@ -27,9 +27,14 @@ Detection:
 - the host's own ``PATTERNS`` (RE2 syntax) and, when ``PII`` is on, e-mail addresses, card
   numbers (Luhn-checked) and phone numbers (``phonenumbers``, Google's libphonenumber).
 
-Replacement is in place: the rest of a text is kept, JSON keys and structure are kept, values of
-the identity keys in :data:`IDENTITY_KEYS` are never touched (message and call ids, which are the
-de-duplication identity, are computed and stored as given). Redaction is deterministic and
+Replacement is in place: the rest of a text and the JSON structure are kept; object keys are
+redacted like values. In a record (``redact(record=True)``: a message, a display row's content, a
+source line), values of the identity keys in :data:`IDENTITY_KEYS` (message and call ids, which
+are the de-duplication identity) and values opaque by the provider's format (:data:`OPAQUE_KEYS`,
+base64 ``data``, ``data:`` URLs) are never touched; below a key of :data:`CONTENT_KEYS` (tool
+arguments and results, metadata) they are content again. Text cut short or arriving in pieces
+keeps no prefix of a secret (:meth:`Redactor.cut_text`, :class:`Pieces`); text is redacted before
+it is cut (:func:`redact_and_cut`). Redaction is deterministic and
 idempotent: markers already in a text are never matched again, and the passes repeat until nothing
 is found, so ``redact(redact(x)) == redact(x)``. Counts per detector come back with the value;
 the services add them to the conversation's ``RedactionCount`` rows in the same write.
@@ -38,6 +43,7 @@ the services add them to the conversation's ``RedactionCount`` rows in the same 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 import threading
@@ -200,11 +206,37 @@ EXTRA_DETECTORS: Final = (
 PRIVATE_KEY: Final = "private-key"
 #: The marker of what may be the start of a secret, in text cut short (``Redactor.cut_text``).
 PARTIAL: Final = "partial"
-#: Continuations tried after a text cut short: high-entropy letters and digits, and capitals and
-#: digits (AWS), longer than any detector's match.
-_FILLERS: Final = ("Xq7Lm2Pz9Rt4Kw8Nv3Bj6Hd1Gs5Fc0Yh" * 20, "Q7L2P9R4K8N3B6H1" * 40)
-#: How far back from the end of a text cut short a secret may begin.
+#: Alphabets of the continuations tried after a text cut short (``Redactor.open_at``).
+_FILLERS: Final = ("Xq7Lm2Pz9Rt4Kw8Nv3Bj6Hd1Gs5Fc0Yh", "Q7L2P9R4K8N3B6H1", "q7l2p9r4k8n3b6h1")
+#: The longest last word of a text cut short that may be the start of a secret.
 _OPEN_TAIL: Final = 1024
+#: How far before its last word a secret's keyword may stand.
+_OPEN_CONTEXT: Final = 100
+
+
+def last_word(text: str) -> int | None:
+    """Where the run of non-blank characters that ends ``text`` begins (``len(text)`` when it
+    ends with a blank); None when that run is longer than :data:`_OPEN_TAIL` characters."""
+    word = len(text)
+    while word > 0 and not text[word - 1].isspace():
+        word -= 1
+        if len(text) - word > _OPEN_TAIL:
+            return None
+    return word
+
+
+@functools.cache
+def _continuations() -> tuple[str, ...]:
+    """Every continuation ``open_at`` tries: each alphabet to each length of 1 to 40 characters
+    followed by a blank (detectors that end at a word boundary), and to 600 characters."""
+    out: list[str] = []
+    for alphabet in _FILLERS:
+        long = alphabet * (600 // len(alphabet) + 1)
+        out.extend(long[:length] + " " for length in range(1, 41))
+        out.append(long[:600])
+    return tuple(out)
+
+
 KEYWORD: Final = "keyword-secret"
 #: Every built-in secret detector name, in the order their stages run.
 SECRET_DETECTORS: Final = (
@@ -482,20 +514,28 @@ class Redactor:
 
     def open_at(self, text: str) -> int | None:
         """Where a secret ``text`` may stop inside begins (None: nowhere): the start of a match
-        of any detector (its keyword included) that runs to the end of ``text`` and on into a
-        made-up continuation. Text that arrives in pieces, or a line cut off, keeps no prefix
-        of a secret when the text from here is held back or replaced."""
-        base = max(0, len(text) - _OPEN_TAIL)
+        of any detector (its keyword included) that reaches the end of ``text`` when it goes on
+        with some made-up continuation (letters and digits, capitals and digits, lower case and
+        digits; of each length up to 40 characters and then a blank, or 600 characters). Only
+        the last word and the 100 characters before it are tried."""
+        word = last_word(text)
+        if word is None:
+            return None
+        base = max(0, word - _OPEN_CONTEXT)
         tail = text[base:]
+        if word == len(text) and not (self.keyword and _KEYWORD_KEY.search(tail)):
+            return None  # ends between words, no keyword waiting for its value
         starts = []
-        for filler in _FILLERS:
-            probe = tail + filler
+        for continuation in _continuations():
+            probe = tail + continuation
             for stage in self.stages:
                 if stage.regex is None:
                     continue
                 for match in stage.regex.finditer(probe):
                     if match.start() < len(tail) < match.end():
                         starts.append(match.start())
+                        break
+                    if match.start() >= len(tail):
                         break
         return base + min(starts) if starts else None
 
@@ -680,10 +720,9 @@ def _replace(text: str, spans: list[tuple[int, int, str]], counts: Counter[str])
 
 class Pieces:
     """One text arriving in pieces (streamed increments): :meth:`add` takes the next piece and
-    returns what may be shown of it. A run at the end that may be the start of a secret
-    (``Redactor.open_at``) is held back until the next piece tells, and each piece is redacted
-    with the text before it, so a secret split across pieces is found whole and no part of it is
-    shown. Holds at most :data:`MAX_PIECES_TEXT` characters; not thread-safe (one per stream)."""
+    returns what may be shown of it. The last word (:func:`last_word`) is held back until a
+    blank ends it, and the text is redacted with everything before it, so a secret split across
+    pieces is found whole and no part of it is shown. Holds at most :data:`MAX_PIECES_TEXT` characters; not thread-safe (one per stream)."""
 
     def __init__(self) -> None:
         self.raw = ""  # the text so far (its last MAX_PIECES_TEXT characters at most)
@@ -694,8 +733,7 @@ class Pieces:
         if not redactor.enabled:
             return piece
         raw = self.raw + piece
-        cut = redactor.open_at(raw)
-        shown = redactor.text(raw if cut is None else raw[:cut], Counter())
+        shown = redactor.text(raw[: _held_from(raw)], Counter())
         common = _common_prefix(shown, self.shown)
         out = shown[common:]
         if len(shown) >= len(self.shown) or common < len(shown):
@@ -703,9 +741,14 @@ class Pieces:
         self.raw = raw
         if len(raw) > MAX_PIECES_TEXT:  # keep the end: enough to find a secret across pieces
             self.raw = raw[-_OPEN_TAIL:]
-            cut = redactor.open_at(self.raw)
-            self.shown = redactor.text(self.raw if cut is None else self.raw[:cut], Counter())
+            self.shown = redactor.text(self.raw[: _held_from(self.raw)], Counter())
         return out
+
+
+def _held_from(raw: str) -> int:
+    """Where the held-back part of a stream's text begins: its last word, unless too long."""
+    word = last_word(raw)
+    return len(raw) if word is None else word
 
 
 def _common_prefix(one: str, other: str) -> int:

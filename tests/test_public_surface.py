@@ -22,6 +22,7 @@ DECLARED = [
     "murmur_conversations.signals",
     "murmur_conversations.exceptions",
     "murmur_conversations.hooks",
+    "murmur_conversations.logfilters",
     "murmur_conversations.realtime.routing",
     "murmur_conversations.realtime.middleware",
     "murmur_conversations.realtime.layers",

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from murmur_conversations import exporters, services, signals
 from murmur_conversations.logfilters import RedactQueryStrings
 from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord
-from murmur_conversations.redaction import redact
+from murmur_conversations.redaction import Pieces, redact
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
 from tests.api_helpers import token_client, url
 from tests.import_helpers import run, write_json, write_lines
@@ -168,6 +168,45 @@ def test_opaque_values_survive_the_store_and_the_anthropic_export(
     assert blob in exported and json.dumps(blob) in exported
     thinking = DisplayMessage.objects.get(conversation=conversation, content_type="thinking")
     assert thinking.content["signature"] == blob
+
+
+# --------------------------------------------------------------------------- text in pieces
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(SECRETS)),
+    st.sampled_from(["", "token: ", "key=", "the key is "]),
+    st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=8),
+)
+def test_a_secret_split_across_increments_is_never_shown_in_part(
+    name: str, before: str, cuts: list[int]
+) -> None:
+    text = f"deploy {before}{SECRETS[name]} and go on with more words"
+    pieces, position, shown = Pieces(), 0, []
+    for size in [*cuts, len(text)]:
+        shown.append(pieces.add(text[position : position + size]))
+        position += size
+    assert not leaks("".join(shown)), shown
+    assert "".join(shown).startswith("deploy ")
+    assert "and go on" in "".join(shown)  # held text comes once the next increment tells
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(SECRETS)), st.integers(min_value=1, max_value=60))
+def test_a_line_cut_inside_a_secret_keeps_no_prefix_of_it(name: str, keep: int) -> None:
+    secret = SECRETS[name]
+    text = "here it is: " + secret[: min(keep, len(secret) - 1)]
+    line = json.dumps({"type": "item.updated", "item": {"id": "item_1", "text": text}})
+    stored = redact(line, source_line=True, cut=True).value
+    assert not leaks(stored) and not any(secret[:8] in part for part in [stored])
+    assert json.loads(stored)["item"]["id"] == "item_1"
+    assert redact(line, source_line=True, cut=True).value == stored  # deterministic
+
+
+def test_ordinary_text_cut_short_is_kept() -> None:
+    line = json.dumps({"type": "item.updated", "item": {"id": "item_1", "text": "Running the te"}})
+    assert redact(line, source_line=True, cut=True).value == line
 
 
 # --------------------------------------------------------------------------- the sweep
