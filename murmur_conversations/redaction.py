@@ -720,9 +720,10 @@ def _replace(text: str, spans: list[tuple[int, int, str]], counts: Counter[str])
 
 class Pieces:
     """One text arriving in pieces (streamed increments): :meth:`add` takes the next piece and
-    returns what may be shown of it. The last word (:func:`last_word`) is held back until a
-    blank ends it, and the text is redacted with everything before it, so a secret split across
-    pieces is found whole and no part of it is shown. Holds at most :data:`MAX_PIECES_TEXT` characters; not thread-safe (one per stream)."""
+    returns what may be shown of it. A last word (:func:`last_word`) that is not plain prose is
+    held back until a blank ends it, and the text is redacted with everything before it, so a
+    secret split across pieces is found whole and no more of it is shown than the few lower-case
+    letters it may start with (``ghp``, ``sk``). Holds at most :data:`MAX_PIECES_TEXT` characters; not thread-safe (one per stream)."""
 
     def __init__(self) -> None:
         self.raw = ""  # the text so far (its last MAX_PIECES_TEXT characters at most)
@@ -746,9 +747,17 @@ class Pieces:
 
 
 def _held_from(raw: str) -> int:
-    """Where the held-back part of a stream's text begins: its last word, unless too long."""
+    """Where the held-back part of a stream's text begins: its last word, unless that is a plain
+    word (letters, a capital first at most, punctuation after: no secret starts so beyond a few
+    public letters such as ``ghp`` or ``sk``) or too long."""
     word = last_word(raw)
-    return len(raw) if word is None else word
+    if word is None or _PLAIN_WORD.fullmatch(raw, word):
+        return len(raw)
+    return word
+
+
+#: A word of prose, shown at once when it ends a stream's text so far.
+_PLAIN_WORD: Final = re.compile(r"[A-Za-z]?[a-z]*[.,;!?'\")]*")
 
 
 def _common_prefix(one: str, other: str) -> int:

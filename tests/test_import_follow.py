@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from murmur_conversations import signals
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, Message, ToolCall
+from murmur_conversations.redaction import last_word
 from tests.import_helpers import Appender, follow, run
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +67,9 @@ def test_follow_a_file_line_by_line(
     answer = [text for stream, text in deltas if stream == "63a61abc-2c10-40dd-ab6d-ef00d48a5a29"]
     last = Message.objects.order_by("position").last()
     assert last is not None
-    assert "".join(answer) == last.content[0]["text"]
+    text = last.content[0]["text"]
+    # a last word that may begin a secret waits for more text (docs/write-path.md "Redaction")
+    assert "".join(answer) in (text, text[: last_word(text)])
     assert {c.status for c in ToolCall.objects.all()} == {"completed"}
     assert Conversation.objects.get().status == "idle"
 

@@ -389,7 +389,7 @@ def test_deltas_and_the_pending_answer_signal_carry_redacted_text(
     signals.delta.connect(receiver, dispatch_uid="test-delta")
     signals.pending_answered.connect(receiver, dispatch_uid="test-answered")
     try:
-        services.broadcast_delta(conversation=conversation, stream_id="s", text=f"k={secret}")
+        services.broadcast_delta(conversation=conversation, stream_id="s", text=f"k={secret} ")
         services.set_status(
             conversation=conversation, status="paused", pending_ask={"question": "key?"}
         )
@@ -398,7 +398,7 @@ def test_deltas_and_the_pending_answer_signal_carry_redacted_text(
     finally:
         signals.delta.disconnect(dispatch_uid="test-delta")
         signals.pending_answered.disconnect(dispatch_uid="test-answered")
-    assert heard[0]["text"] == "k=" + marker("openai-key")
+    assert heard[0]["text"] == "k=" + marker("openai-key") + " "
     assert heard[-1]["answer"] == marker("openai-key")
 
 
