@@ -18,7 +18,7 @@ def _ensure_search_index(sender: AppConfig, using: str = "default", **kwargs: ob
     search_index.ensure(connections[using])
 
 
-def _secure_delete(sender: object, connection: Any, **kwargs: object) -> None:
+def enable_secure_delete(sender: object, connection: Any, **kwargs: object) -> None:
     """``connection_created``: ``PRAGMA secure_delete = ON`` on every SQLite connection, so what
     a deletion frees is overwritten with zeros instead of lingering in the file's free pages
     (docs/security.md "What deletion removes")."""
@@ -53,7 +53,7 @@ class MurmurConversationsConfig(AppConfig):
 
         post_migrate.connect(_ensure_search_index, sender=self)
         connection_created.connect(
-            _secure_delete, dispatch_uid="murmur_conversations.secure_delete"
+            enable_secure_delete, dispatch_uid="murmur_conversations.secure_delete"
         )
         connection_created.connect(_register_search_function, dispatch_uid="murmur_search")
 

@@ -21,6 +21,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
+from murmur_conversations.apps import enable_secure_delete
 from murmur_conversations.models import Conversation, DeletedSource, ImportedSource
 from tests.agentlog_lines import Claude, write_jsonl
 from tests.helpers import MakeUser
@@ -197,9 +198,15 @@ def test_a_deleted_child_leaves_nothing_in_its_parents_frame_log(make_user: Make
 
 
 def test_every_sqlite_connection_zeroes_what_it_frees() -> None:
+    """The app's ``connection_created`` receiver turns ``secure_delete`` on (whatever the SQLite
+    library's default: here it is turned off first)."""
     if connection.vendor != "sqlite":
         pytest.skip("secure_delete is SQLite's")
     connection.close()
-    with connection.cursor() as cursor:  # a new connection
+    with connection.cursor() as cursor:  # a new connection: the receiver ran
+        cursor.execute("PRAGMA secure_delete")
+        assert cursor.fetchone() == (1,)
+        cursor.execute("PRAGMA secure_delete = OFF")
+        enable_secure_delete(sender=type(connection), connection=connection)
         cursor.execute("PRAGMA secure_delete")
         assert cursor.fetchone() == (1,)
