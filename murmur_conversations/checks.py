@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 
 from murmur_conversations import search_index
 from murmur_conversations.conf import DEFAULTS, MAX_PAGE_SIZE_CEILING, SETTING_NAME
-from murmur_conversations.usage import REQUIRED_PRICE_KEYS, parse_price
+from murmur_conversations.prices import REQUIRED_PRICE_KEYS, parse_price
 
 # Channels accepts group names of ASCII letters, digits, hyphens, underscores and periods.
 _GROUP_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")

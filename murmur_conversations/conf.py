@@ -6,10 +6,12 @@ is reported by ``manage.py check`` (see ``checks.py``), not by the first request
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from django.conf import settings as django_settings
+
+if TYPE_CHECKING:
+    from murmur_conversations.prices import PriceBook
 
 SETTING_NAME: Final = "MURMUR_CONVERSATIONS"
 
@@ -43,7 +45,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "REDACT": {},
     # Days after the last write when purge_conversations erases a conversation (None: never).
     "RETENTION_DAYS": None,
-    # Prices in USD per million tokens, by model, over the dated default table (docs/usage.md).
+    # Prices in USD per million tokens, by model, over the genai-prices package's data (docs/usage.md).
     "PRICES": {},
     # The Django cache holding websocket tickets; shared by every process (docs/deployment.md).
     "TICKET_CACHE": "default",
@@ -135,11 +137,11 @@ class AppSettings:
         return None if value is None else int(value)
 
     @property
-    def prices(self) -> dict[str, dict[str, Decimal]]:
-        """The price table: ``usage.DEFAULT_PRICES`` with ``PRICES`` applied."""
-        from murmur_conversations.usage import price_table
+    def prices(self) -> PriceBook:
+        """The prices: ``PRICES`` over the ``genai-prices`` package's data (``prices.PriceBook``)."""
+        from murmur_conversations.prices import PriceBook
 
-        return price_table(self.PRICES)
+        return PriceBook(self.PRICES)
 
     @property
     def hooks(self) -> dict[str, Any]:

@@ -700,7 +700,9 @@ class MessageUsage(models.Model):
     """The tokens of one assistant message that carried ``usage`` (docs/usage.md), written in the
     same write as the message; ``GET usage/`` sums these rows by day, model or conversation.
     ``model`` is the message's ``model`` ("" when it named none); the counters are the normalised
-    ones of ``usage.COUNTERS``; ``created_at`` is the message's."""
+    ones of ``usage.COUNTERS``; ``created_at`` is the message's; ``cost_nanocents`` and
+    ``priced_with`` say what it cost at the prices that priced it (``usage.row_cost``), so a period
+    can be re-priced when prices change (``services.reprice_usage``)."""
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="usage_rows"
@@ -713,6 +715,12 @@ class MessageUsage(models.Model):
     cache_write_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
     cache_write_1h_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
     reasoning_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    #: What the row cost when it was priced, in billionths of a cent (USD x 10^11, an integer so
+    #: sums are exact on every database); null when its model had no price.
+    cost_nanocents = models.BigIntegerField(null=True, blank=True)
+    #: Which prices priced it: ``"genai-prices <version>"``, ``"PRICES"`` (the host's setting), or
+    #: "" when it had no price (docs/usage.md "Prices").
+    priced_with = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now, db_default=Now())
 
     class Meta:

@@ -21,7 +21,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from murmur_conversations.search import Hit
-from murmur_conversations.usage import COUNTERS, Usage, usage_body
+from murmur_conversations.usage import COUNTERS, Usage, price_counters, usage_body
 
 
 class _Owner(Enum):
@@ -236,16 +236,13 @@ def summary_row(conversation: Conversation) -> dict[str, Any]:
 
 def conversation_usage(conversation: Conversation) -> dict[str, Any]:
     """``{input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-    cache_write_1h_tokens, reasoning_tokens, models, cost}`` of the conversation's own assistant
-    messages (docs/usage.md), from the counters the write path keeps (nothing is summed here);
-    ``cost`` is priced with the current table (``PRICES``), null when a model has no price.
-
-    ``usage_with_children`` (the same object over the conversation and the conversations of its
-    subagents) belongs beside it once conversations have children: sum the children's counters
-    and merge their ``usage_by_model`` with ``usage.merge_by_model``, then ``usage_body``.
-    """
+    cache_write_1h_tokens, reasoning_tokens, models, cost, unpriced}`` of the conversation's own
+    assistant messages (docs/usage.md), from the counters the write path keeps (nothing is summed
+    here); ``cost`` prices them at today's prices (``PRICES`` over ``genai-prices``), null only
+    when no counted token has a price; ``unpriced`` lists the models whose tokens have none."""
     totals = Usage(*(getattr(conversation, name) for name in COUNTERS))
-    return usage_body(conversation.usage_by_model or {}, app_settings.prices, totals=totals)
+    by_model = conversation.usage_by_model or {}
+    return usage_body(by_model, price_counters(by_model, app_settings.prices), totals=totals)
 
 
 def detail_row(conversation: Conversation) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Token usage and cost (docs/usage.md): reading a message's ``usage`` in any provider's spelling,
-the counters the write path keeps, the price table and exact costs. Pure: no database.
+the counters the write path keeps and exact costs. Pure: no database.
 
 An assistant message may carry ``usage`` (and ``model``). :func:`read_usage` turns the provider's
 object into :class:`Usage`, six non-negative integer counters in our names, where
@@ -10,19 +10,21 @@ the provider's figure (reasoning included); ``reasoning_tokens`` is the part of 
 ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written to Anthropic's one-hour
 cache, which costs more than the five-minute one.
 
-Costs are ``Decimal`` USD from a price table in USD per million tokens (:data:`DEFAULT_PRICES`,
-dated, overridable per model in ``MURMUR_CONVERSATIONS["PRICES"]``), exact to the last digit.
+Costs are ``Decimal`` USD at the prices of ``prices.PriceBook`` (the ``genai-prices`` package's
+data, a host's ``MURMUR_CONVERSATIONS["PRICES"]`` over it), exact to the last digit; a
+:class:`Bill` keeps the priced part apart from the tokens of models that have no price.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
-from decimal import Decimal
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Final
 
 from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.prices import PriceBook, Rates
 
 #: The counters, in the order of every usage object this app writes.
 COUNTERS: Final = (
@@ -35,13 +37,9 @@ COUNTERS: Final = (
 )
 #: Largest value of one counter in one message (a PostgreSQL ``bigint`` holds sums far beyond it).
 MAX_TOKENS: Final = 2**48
-#: The price keys of one model, USD per million tokens; ``cache_write_1h`` defaults to
-#: ``cache_write``.
-PRICE_KEYS: Final = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
-REQUIRED_PRICE_KEYS: Final = ("input", "output", "cache_read", "cache_write")
 _MILLION: Final = Decimal(1_000_000)
-# A dated snapshot suffix of a model name: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06.
-_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+#: Units of ``MessageUsage.cost_nanocents`` per USD.
+NANOCENTS: Final = Decimal(10) ** 11
 
 
 @dataclass(frozen=True)
@@ -120,8 +118,9 @@ def read_usage(usage: Any) -> Usage | None:
       counted apart from input; else ``cached_input_tokens`` (Codex),
       ``input_tokens_details.cached_tokens`` (Responses) or ``prompt_tokens_details.cached_tokens``
       (Chat Completions), counted inside input and subtracted from it;
-    - cache writes: ``cache_write_tokens`` or ``cache_creation_input_tokens``; their one-hour part
-      ``cache_write_1h_tokens`` or ``cache_creation.ephemeral_1h_input_tokens``;
+    - cache writes: ``cache_write_tokens`` or ``cache_creation_input_tokens`` (else the sum of
+      ``cache_creation.ephemeral_5m_input_tokens`` and ``ephemeral_1h_input_tokens``); their
+      one-hour part ``cache_write_1h_tokens`` or ``cache_creation.ephemeral_1h_input_tokens``;
     - reasoning: ``reasoning_tokens``, ``reasoning_output_tokens`` (Codex),
       ``output_tokens_details.reasoning_tokens`` or ``completion_tokens_details.reasoning_tokens``.
 
@@ -149,6 +148,10 @@ def read_usage(usage: Any) -> Usage | None:
     cache_write_1h = _first(
         usage, ("cache_write_1h_tokens",), ("cache_creation", "ephemeral_1h_input_tokens")
     )
+    if cache_write is None:  # only the breakdown by lifetime: the writes are its sum
+        five_minute = _get(usage, "cache_creation", "ephemeral_5m_input_tokens")
+        if five_minute is not None or cache_write_1h is not None:
+            cache_write = (five_minute or 0) + (cache_write_1h or 0)
     reasoning = _first(
         usage,
         ("reasoning_tokens",),
@@ -206,152 +209,99 @@ def total(by_model: Mapping[str, Any]) -> Usage:
     return result
 
 
-# --------------------------------------------------------------------------- prices
-
-#: When :data:`DEFAULT_PRICES` was taken from the providers' published price pages.
-PRICES_DATE: Final = "2025-12-01"
-#: Where it was taken from.
-PRICES_SOURCE: Final = (
-    "Anthropic: https://docs.anthropic.com/en/docs/about-claude/pricing (base input, 5-minute and "
-    "1-hour cache writes, cache hits, output); OpenAI: https://platform.openai.com/docs/pricing "
-    "(Standard tier: input, cached input, output; OpenAI charges nothing for cache writes)"
-)
+# --------------------------------------------------------------------------- cost
 
 
-def _price(
-    input: str, output: str, cache_read: str, cache_write: str, cache_write_1h: str
-) -> dict[str, Decimal]:
-    values = (input, output, cache_read, cache_write, cache_write_1h)
-    return {key: Decimal(value) for key, value in zip(PRICE_KEYS, values, strict=True)}
+def counted(usage: Usage) -> int:
+    """The tokens a call was billed for: input, output, cache reads and writes (reasoning and
+    one-hour writes are parts of output and writes)."""
+    return (
+        usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_read_tokens
+        + usage.cache_write_tokens
+    )
 
 
-_SONNET = _price("3", "15", "0.30", "3.75", "6")
-_OPUS_4 = _price("15", "75", "1.50", "18.75", "30")
-
-#: USD per million tokens, by model name, as of :data:`PRICES_DATE` (:data:`PRICES_SOURCE`).
-#: Anthropic's Sonnet 4 and 4.5 are listed at their rate for prompts up to 200k tokens; Batch API,
-#: priority and regional rates are not modelled. A dated snapshot name (``...-20250929``,
-#: ``...-2024-08-06``) is priced as its base name unless the table names the snapshot itself.
-DEFAULT_PRICES: Final[dict[str, dict[str, Decimal]]] = {
-    "claude-opus-4-5": _price("5", "25", "0.50", "6.25", "10"),
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4-0": _OPUS_4,
-    "claude-opus-4": _OPUS_4,
-    "claude-sonnet-4-5": _SONNET,
-    "claude-sonnet-4-0": _SONNET,
-    "claude-sonnet-4": _SONNET,
-    "claude-3-7-sonnet": _SONNET,
-    "claude-3-5-sonnet": _SONNET,
-    "claude-haiku-4-5": _price("1", "5", "0.10", "1.25", "2"),
-    "claude-3-5-haiku": _price("0.80", "4", "0.08", "1", "1.6"),
-    "claude-3-opus": _OPUS_4,
-    "claude-3-haiku": _price("0.25", "1.25", "0.03", "0.30", "0.50"),
-    "gpt-5": _price("1.25", "10", "0.125", "0", "0"),
-    "gpt-5-codex": _price("1.25", "10", "0.125", "0", "0"),
-    "gpt-5-mini": _price("0.25", "2", "0.025", "0", "0"),
-    "gpt-5-nano": _price("0.05", "0.40", "0.005", "0", "0"),
-    "gpt-4.1": _price("2", "8", "0.50", "0", "0"),
-    "gpt-4.1-mini": _price("0.40", "1.60", "0.10", "0", "0"),
-    "gpt-4.1-nano": _price("0.10", "0.40", "0.025", "0", "0"),
-    "gpt-4o": _price("2.50", "10", "1.25", "0", "0"),
-    "gpt-4o-mini": _price("0.15", "0.60", "0.075", "0", "0"),
-    "o3": _price("2", "8", "0.50", "0", "0"),
-    "o4-mini": _price("1.10", "4.40", "0.275", "0", "0"),
-    "o3-mini": _price("1.10", "4.40", "0.55", "0", "0"),
-    "o1": _price("15", "60", "7.50", "0", "0"),
-}
+def prompt_tokens(usage: Usage) -> int:
+    """The whole prompt of a call: uncached input, cache reads and cache writes (what a
+    provider's long-prompt price tiers are measured on)."""
+    return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
 
 
-def price_value(value: Any) -> Decimal | None:
-    """A price as an exact ``Decimal``: an int, a ``Decimal`` or a decimal string, not negative;
-    None for anything else (floats included: they are not exact)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        result = Decimal(value)
-    elif isinstance(value, Decimal):
-        result = value
-    elif isinstance(value, str):
-        try:
-            result = Decimal(value.strip())
-        except ArithmeticError:
-            return None
-    else:
-        return None
-    return result if result.is_finite() and result >= 0 else None
-
-
-def price_table(overrides: Any = None) -> dict[str, dict[str, Decimal]]:
-    """:data:`DEFAULT_PRICES` with ``overrides`` (``MURMUR_CONVERSATIONS["PRICES"]``) applied: a
-    model mapped to ``None`` has no price; a model mapped to an object with ``input``, ``output``,
-    ``cache_read`` and ``cache_write`` (and optionally ``cache_write_1h``) gets those prices.
-    Entries the system check refuses (``murmur_conversations.E011``) are skipped here."""
-    table = dict(DEFAULT_PRICES)
-    if not isinstance(overrides, Mapping):
-        return table
-    for model, entry in overrides.items():
-        if not isinstance(model, str):
-            continue
-        if entry is None:
-            table.pop(model, None)
-            continue
-        parsed = parse_price(entry)
-        if parsed is not None:
-            table[model] = parsed
-    return table
-
-
-def parse_price(entry: Any) -> dict[str, Decimal] | None:
-    """One model's prices from a settings entry, or None when the entry is malformed."""
-    if not isinstance(entry, Mapping) or set(entry) - set(PRICE_KEYS):
-        return None
-    parsed: dict[str, Decimal] = {}
-    for key in PRICE_KEYS:
-        if key not in entry:
-            if key == "cache_write_1h" and "cache_write" in parsed:
-                parsed[key] = parsed["cache_write"]
-                continue
-            return None
-        value = price_value(entry[key])
-        if value is None:
-            return None
-        parsed[key] = value
-    return parsed
-
-
-def price_for(model: str, table: Mapping[str, dict[str, Decimal]]) -> dict[str, Decimal] | None:
-    """The prices of ``model``: its own entry, else its base name's without a date suffix; None
-    when neither is in ``table``."""
-    found = table.get(model)
-    if found is None and _SNAPSHOT.search(model):
-        found = table.get(_SNAPSHOT.sub("", model))
-    return found
-
-
-def cost_of(usage: Usage, prices: Mapping[str, Decimal]) -> Decimal:
-    """USD for ``usage`` at ``prices`` (per million tokens), exact: uncached input at ``input``,
+def cost_of(usage: Usage, rates: Rates) -> Decimal:
+    """USD for ``usage`` at ``rates`` (per million tokens), exact: uncached input at ``input``,
     cache reads at ``cache_read``, five-minute cache writes at ``cache_write``, one-hour ones at
-    ``cache_write_1h``, output (reasoning included) at ``output``."""
+    ``cache_write_1h``, output (reasoning included) at ``output``. Each token is billed once:
+    ``input_tokens`` never includes the cached tokens (``read_usage``)."""
     five_minute = usage.cache_write_tokens - usage.cache_write_1h_tokens
     micro = (
-        usage.input_tokens * prices["input"]
-        + usage.output_tokens * prices["output"]
-        + usage.cache_read_tokens * prices["cache_read"]
-        + five_minute * prices["cache_write"]
-        + usage.cache_write_1h_tokens * prices["cache_write_1h"]
+        usage.input_tokens * rates.input
+        + usage.output_tokens * rates.output
+        + usage.cache_read_tokens * rates.cache_read
+        + five_minute * rates.cache_write
+        + usage.cache_write_1h_tokens * rates.cache_write_1h
     )
     return micro / _MILLION
 
 
-def cost(by_model: Mapping[str, Any], table: Mapping[str, dict[str, Decimal]]) -> Decimal | None:
-    """The cost of every model's counters, or None when a model with counters has no price."""
-    result = Decimal(0)
+def row_cost(
+    model: str, usage: Usage, book: PriceBook, *, at: datetime | None = None
+) -> tuple[int | None, str]:
+    """``(cost_nanocents, priced_with)`` of one model call (a ``MessageUsage`` row) at the prices
+    of ``book`` at ``at`` (the call's time; None: now), its long-prompt tier included: the cost
+    in USD x 10^11 rounded half-even to an integer, and the ``Rates.source``; ``(None, "")``
+    when ``model`` has no price."""
+    rates = book.rates(model, at=at, prompt_tokens=prompt_tokens(usage))
+    if rates is None:
+        return None, ""
+    exact = cost_of(usage, rates) * NANOCENTS
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN)), rates.source
+
+
+@dataclass(frozen=True)
+class Bill:
+    """What a set of counters costs: ``cost`` (USD) of the priced tokens, ``priced`` the number
+    of counted tokens that had a price, ``unpriced`` the counters of the models whose counted
+    tokens had none (``{model: {counter: int}}``; models with no counted tokens never appear)."""
+
+    cost: Decimal = Decimal(0)
+    priced: int = 0
+    unpriced: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def __add__(self, other: Bill) -> Bill:
+        unpriced: ByModel = {name: dict(counts) for name, counts in self.unpriced.items()}
+        for model, counts in other.unpriced.items():
+            unpriced = add_by_model(unpriced, model, Usage.from_dict(counts))
+        return Bill(self.cost + other.cost, self.priced + other.priced, unpriced)
+
+    @classmethod
+    def of(cls, model: str, usage: Usage, cost: Decimal | None) -> Bill:
+        """The bill of ``model``'s ``usage`` priced at ``cost`` (None: it had no price)."""
+        if cost is not None:
+            return cls(cost, counted(usage))
+        return cls(unpriced={model: usage.as_dict()} if counted(usage) else {})
+
+    @property
+    def total(self) -> Decimal | None:
+        """The priced part, or None when there are counted tokens and none had a price."""
+        return None if self.unpriced and not self.priced else self.cost
+
+
+def price_counters(
+    by_model: Mapping[str, Any], book: PriceBook, *, at: datetime | None = None
+) -> Bill:
+    """The bill of ``{model: {counter: int}}`` at the prices of ``book`` at ``at`` (None: now).
+    Summed counters are priced at each model's base rates: a long-prompt tier applies to one
+    call, which sums no longer show."""
+    bill = Bill()
     for model, counts in by_model.items():
-        prices = price_for(model, table)
-        if prices is None:
-            return None
-        result += cost_of(Usage.from_dict(counts), prices)
-    return result
+        tokens = Usage.from_dict(counts)
+        if not counted(tokens):
+            continue
+        rates = book.rates(model, at=at)
+        bill = bill + Bill.of(model, tokens, None if rates is None else cost_of(tokens, rates))
+    return bill
 
 
 def decimal_text(value: Decimal | None) -> str | None:
@@ -366,18 +316,22 @@ def decimal_text(value: Decimal | None) -> str | None:
 
 
 def usage_body(
-    by_model: Mapping[str, Any],
-    table: Mapping[str, dict[str, Decimal]],
-    totals: Usage | None = None,
+    by_model: Mapping[str, Any], bill: Bill, totals: Usage | None = None
 ) -> dict[str, Any]:
     """The ``usage`` object of a summary row or a usage page row (docs/usage.md): the counters
     (``totals`` when given, e.g. a conversation's counter columns, else the sum over
-    ``by_model``), ``models`` (the names, sorted; ``""`` is a model nobody named) and ``cost`` (a
-    decimal string in USD, or null when a model has no price)."""
+    ``by_model``), ``models`` (the names, sorted; ``""`` is a model nobody named), ``cost`` (a
+    decimal string in USD of the priced tokens, or null when counted tokens had no price at all)
+    and ``unpriced`` (``[{model, counter: int...}]``, by name: the models whose counted tokens
+    had no price)."""
     return {
         **(totals if totals is not None else total(by_model)).as_dict(),
         "models": sorted(by_model),
-        "cost": decimal_text(cost(by_model, table)),
+        "cost": decimal_text(bill.total),
+        "unpriced": [
+            {"model": model, **Usage.from_dict(counts).as_dict()}
+            for model, counts in sorted(bill.unpriced.items())
+        ],
     }
 
 

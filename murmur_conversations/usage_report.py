@@ -2,24 +2,54 @@
 day, model or conversation. Reads only; the conversations to count are always given as a queryset
 (the API passes ``selectors.conversations_for(user)``).
 
-Every figure is grouped by model first, so each group's cost is priced per model exactly
-(``usage.usage_body``). Days are UTC days of the messages' ``created_at``.
+Every figure is grouped by model first. A group's cost is the sum of its rows' costs, as each
+row was priced when it was written (or last re-priced: ``services.reprice_usage``), exact
+(integers of ``MessageUsage.cost_nanocents``); the tokens of rows with no price are its
+``unpriced`` part. Days are UTC days of the messages' ``created_at``.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from murmur_conversations.models import Conversation, MessageUsage
-from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model
+from murmur_conversations.usage import (
+    COUNTERS,
+    NANOCENTS,
+    Bill,
+    ByModel,
+    Usage,
+    add_by_model,
+    counted,
+)
 
-_SUMS = {name: Sum(name) for name in COUNTERS}
+_UNPRICED = Q(cost_nanocents__isnull=True)
+_SUMS = {
+    **{f"all_{name}": Sum(name) for name in COUNTERS},
+    **{f"unpriced_{name}": Sum(name, filter=_UNPRICED) for name in COUNTERS},
+    "cost": Sum("cost_nanocents"),
+}
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Usage of a group: ``by_model`` (``{model: {counter: int}}``) and its ``bill``: the costs
+    the rows were priced at when written (or last re-priced), and the tokens of rows with no
+    price."""
+
+    by_model: ByModel = field(default_factory=dict)
+    bill: Bill = field(default_factory=Bill)
+
+    def add(self, model: str, usage: Usage, bill: Bill) -> Tally:
+        """This tally with ``model``'s ``usage`` and ``bill`` added."""
+        return Tally(add_by_model(self.by_model, model, usage), self.bill + bill)
 
 
 @dataclass(frozen=True)
@@ -49,40 +79,46 @@ class Period:
         return condition
 
 
-def _by_model(rows: QuerySet[MessageUsage], *keys: str) -> list[tuple[tuple[Any, ...], str, Usage]]:
+def _by_model(
+    rows: QuerySet[MessageUsage], *keys: str
+) -> list[tuple[tuple[Any, ...], str, Usage, Bill]]:
+    """``(keys, model, usage, bill)`` of each group of ``rows`` by ``keys`` and model."""
     grouped = rows.order_by().values(*keys, "model").annotate(**_SUMS)
-    return [
-        (
-            tuple(item[key] for key in keys),
-            item["model"],
-            Usage(*(int(item[name] or 0) for name in COUNTERS)),
+    result = []
+    for item in grouped:
+        usage = Usage(*(int(item[f"all_{name}"] or 0) for name in COUNTERS))
+        unpriced = Usage(*(int(item[f"unpriced_{name}"] or 0) for name in COUNTERS))
+        cost = Decimal(int(item["cost"] or 0)) / NANOCENTS
+        bill = Bill(cost, counted(usage) - counted(unpriced)) + Bill.of(
+            item["model"], unpriced, None
         )
-        for item in grouped
-    ]
-
-
-def totals(conversations: QuerySet[Conversation], period: Period) -> ByModel:
-    """Everything in the period, by model."""
-    result: ByModel = {}
-    for _key, model, usage in _by_model(period.rows(conversations)):
-        result = add_by_model(result, model, usage)
+        result.append((tuple(item[key] for key in keys), item["model"], usage, bill))
     return result
 
 
-def by_day(conversations: QuerySet[Conversation], period: Period) -> list[tuple[date, ByModel]]:
-    """``(day, by model)`` for each UTC day with usage in the period, oldest first."""
+def totals(conversations: QuerySet[Conversation], period: Period) -> Tally:
+    """Everything in the period."""
+    result = Tally()
+    for _key, model, usage, bill in _by_model(period.rows(conversations)):
+        result = result.add(model, usage, bill)
+    return result
+
+
+def by_day(conversations: QuerySet[Conversation], period: Period) -> list[tuple[date, Tally]]:
+    """``(day, tally)`` for each UTC day with usage in the period, oldest first."""
     rows = period.rows(conversations).annotate(day=TruncDate("created_at", tzinfo=UTC))
-    days: dict[date, ByModel] = {}
-    for (day,), model, usage in _by_model(rows, "day"):
-        days[day] = add_by_model(days.get(day, {}), model, usage)
-    return sorted(days.items())
+    days: dict[date, Tally] = {}
+    for (day,), model, usage, bill in _by_model(rows, "day"):
+        days[day] = days.get(day, Tally()).add(model, usage, bill)
+    return sorted(days.items(), key=lambda item: item[0])
 
 
-def by_model(conversations: QuerySet[Conversation], period: Period) -> list[tuple[str, ByModel]]:
-    """``(model, {model: counters})`` for each model with usage in the period, by name."""
-    return [
-        (model, {model: counts}) for model, counts in sorted(totals(conversations, period).items())
-    ]
+def by_model(conversations: QuerySet[Conversation], period: Period) -> list[tuple[str, Tally]]:
+    """``(model, tally)`` for each model with usage in the period, by name."""
+    models: dict[str, Tally] = {}
+    for _key, model, usage, bill in _by_model(period.rows(conversations)):
+        models[model] = models.get(model, Tally()).add(model, usage, bill)
+    return sorted(models.items(), key=lambda item: item[0])
 
 
 @dataclass(frozen=True)
@@ -92,7 +128,7 @@ class ConversationUsage:
     conversation_id: uuid.UUID
     title: str
     created_at: datetime
-    by_model: ByModel
+    tally: Tally
 
 
 def conversations_with_usage(
@@ -122,16 +158,14 @@ def by_conversation(
         page = page.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
     fetched = list(page.values_list("pk", "title", "created_at")[: limit + 1])
     served = fetched[:limit]
-    usage: dict[uuid.UUID, ByModel] = {pk: {} for pk, _title, _created in served}
+    usage: dict[uuid.UUID, Tally] = {pk: Tally() for pk, _title, _created in served}
     if served:
         rows = period.rows(conversations).filter(conversation__in=list(usage))
-        for (pk,), model, counts in _by_model(rows, "conversation_id"):
-            usage[pk] = add_by_model(usage[pk], model, counts)
+        for (pk,), model, counts, bill in _by_model(rows, "conversation_id"):
+            usage[pk] = usage[pk].add(model, counts, bill)
     return (
         [
-            ConversationUsage(
-                conversation_id=pk, title=title, created_at=created, by_model=usage[pk]
-            )
+            ConversationUsage(conversation_id=pk, title=title, created_at=created, tally=usage[pk])
             for pk, title, created in served
         ],
         len(fetched) > limit,

@@ -201,6 +201,7 @@ def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
             "reasoning_tokens": 0,
             "models": [],
             "cost": "0",
+            "unpriced": [],
         },
         "pinned": False,
         "archived": False,

@@ -6,17 +6,20 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 from django.db.models import Sum
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pytest_django import Settings
 from rest_framework.test import APIClient
 
-from murmur_conversations import checks, services, usage
+from murmur_conversations import checks, prices, services, usage
+from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, Message, MessageUsage
 from murmur_conversations.services import fastlite, fastpath
@@ -174,8 +177,12 @@ def test_any_usage_reads_or_is_refused_clearly(given: JSON) -> None:
 # ----------------------------------------------------------------------------- prices
 
 
+SONNET_RATES = prices.Rates(
+    Decimal(3), Decimal(15), Decimal("0.30"), Decimal("3.75"), Decimal(6), prices.HOST_PRICES
+)
+
+
 def test_cost_is_exact_to_the_last_digit() -> None:
-    prices = usage.DEFAULT_PRICES["claude-sonnet-4-5"]
     tokens = Usage(
         input_tokens=1_234_567,
         output_tokens=98_765,
@@ -190,42 +197,155 @@ def test_cost_is_exact_to_the_last_digit() -> None:
         + Decimal(30_000) * Decimal("3.75")
         + Decimal(10_000) * 6
     ) / 1_000_000
-    assert usage.cost_of(tokens, prices) == expected == Decimal("6.2576763")
+    assert usage.cost_of(tokens, SONNET_RATES) == expected == Decimal("6.2576763")
     assert usage.decimal_text(expected) == "6.2576763"
 
 
-def test_snapshot_names_are_priced_as_their_base_model() -> None:
-    table = usage.price_table()
-    assert usage.price_for("claude-sonnet-4-5-20250929", table) is table["claude-sonnet-4-5"]
-    assert usage.price_for("gpt-4o-2024-08-06", table) is table["gpt-4o"]
-    assert usage.price_for("gpt-5-pro", table) is None  # never a guess by prefix
-    assert usage.price_for("gpt-5.3-codex", table) is None
+REAL_LOG_MODELS = ["claude-sonnet-4-6", "claude-opus-4-7", "gpt-5.3-codex", "gpt-5.5"]
+
+
+@pytest.mark.parametrize("model", REAL_LOG_MODELS)
+def test_models_found_in_real_logs_are_priced_by_the_package(model: str) -> None:
+    rates = prices.PriceBook().rates(model)
+    assert rates is not None and rates.source == prices.GENAI_PRICES
+    assert rates.input > 0 and rates.output > rates.input and rates.cache_read < rates.input
+
+
+def test_cache_writes_are_priced_by_their_lifetime() -> None:
+    """Anthropic bills a one-hour cache write at 2x input and a five-minute one at 1.25x; each
+    cached token is billed once, at its own rate, never also as input."""
+    rates = prices.PriceBook().rates("claude-sonnet-4-6")
+    assert rates is not None
+    assert (rates.cache_write, rates.cache_write_1h) == (Decimal("3.75"), Decimal(6))
+    message = read_usage(
+        {
+            "input_tokens": 1000,
+            "cache_read_input_tokens": 2000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 300, "ephemeral_1h_input_tokens": 100},
+            "output_tokens": 10,
+        }
+    )
+    assert message == Usage(1000, 10, 2000, 400, 100, 0)
+    # 1000 x 3 + 2000 x 0.30 + 300 x 3.75 + 100 x 6 + 10 x 15, per million
+    assert usage.cost_of(message, rates) == Decimal("0.005475")
+    openai = read_usage({"input_tokens": 1000, "input_tokens_details": {"cached_tokens": 600}})
+    gpt = prices.PriceBook().rates("gpt-5.3-codex")
+    assert openai == Usage(400, 0, 600) and gpt is not None
+    assert usage.cost_of(openai, gpt) == (400 * gpt.input + 600 * gpt.cache_read) / 1_000_000
+
+
+def test_long_prompts_are_priced_at_their_tier() -> None:
+    book = prices.PriceBook()
+    at = datetime(2025, 12, 1, tzinfo=UTC)  # Sonnet 4.5 doubles its input price past 200k
+    short = book.rates("claude-sonnet-4-5-20250929", at=at, prompt_tokens=200_000)
+    long = book.rates("claude-sonnet-4-5-20250929", at=at, prompt_tokens=200_001)
+    assert short is not None and long is not None
+    assert (short.input, long.input) == (Decimal(3), Decimal(6))
+    cost, source = usage.row_cost(
+        "claude-sonnet-4-5", Usage(input_tokens=1, cache_read_tokens=200_000), book, at=at
+    )
+    assert source == prices.GENAI_PRICES
+    assert cost == (6 + 200_000 * Decimal("0.6")) / 1_000_000 * usage.NANOCENTS
+
+
+def test_dated_names_are_priced_and_placeholders_are_not() -> None:
+    book = prices.PriceBook()
+    assert book.rates("claude-sonnet-4-5-20250929") == book.rates("claude-sonnet-4-5")
+    assert book.rates("gpt-4o-2024-08-06") == book.rates("gpt-4o")
+    for placeholder in ("", "<synthetic>", "no-such-model-xyz"):
+        assert book.rates(placeholder) is None
+
+
+def test_the_package_data_is_used_never_a_fetched_one() -> None:
+    from genai_prices import data_snapshot
+
+    fetched = data_snapshot.DataSnapshot(providers=[], from_auto_update=True)
+    data_snapshot.set_custom_snapshot(fetched)  # what a started UpdatePrices would do
+    try:
+        prices.bundled_snapshot.cache_clear()
+        assert prices.PriceBook().rates("claude-opus-4-7") is not None
+    finally:
+        data_snapshot.set_custom_snapshot(None)
 
 
 def test_prices_setting_overrides_adds_and_removes() -> None:
-    table = usage.price_table(
+    book = prices.PriceBook(
         {
             "gpt-4o": None,
             "house-model": {"input": 2, "output": "8.5", "cache_read": "0", "cache_write": "1"},
             "broken": {"input": 1.5},
         }
     )
-    assert "gpt-4o" not in table and "broken" not in table
-    assert table["house-model"] == {
-        "input": Decimal(2),
-        "output": Decimal("8.5"),
-        "cache_read": Decimal(0),
-        "cache_write": Decimal(1),
-        "cache_write_1h": Decimal(1),
+    assert book.rates("gpt-4o") is None and book.rates("gpt-4o-2024-08-06") is None
+    assert book.rates("broken") is None
+    house = prices.Rates(Decimal(2), Decimal("8.5"), Decimal(0), Decimal(1), Decimal(1), "PRICES")
+    assert book.rates("house-model") == book.rates("house-model-20250101") == house
+    assert book.rates("claude-haiku-4-5") == prices.PriceBook().rates("claude-haiku-4-5")
+
+
+def test_an_unknown_model_hides_no_other_cost() -> None:
+    book = prices.PriceBook()
+    gpt = book.rates("gpt-5")
+    assert gpt is not None
+    by_model = {
+        "gpt-5": Usage(output_tokens=10).as_dict(),
+        "": Usage(1).as_dict(),
+        "<synthetic>": Usage().as_dict(),  # a CLI's local line: no tokens, never unknown
     }
-    assert table["claude-haiku-4-5"] == usage.DEFAULT_PRICES["claude-haiku-4-5"]
+    body = usage.usage_body(by_model, usage.price_counters(by_model, book))
+    assert body["cost"] == usage.decimal_text(10 * gpt.output / 1_000_000)
+    assert body["unpriced"] == [{"model": "", **Usage(1).as_dict()}]
+    only_unpriced = {"": Usage(1).as_dict(), "<synthetic>": Usage().as_dict()}
+    assert (
+        usage.usage_body(only_unpriced, usage.price_counters(only_unpriced, book))["cost"] is None
+    )
+    zero = {"<synthetic>": Usage().as_dict()}
+    assert usage.usage_body(zero, usage.price_counters(zero, book))["cost"] == "0"
+    assert usage.usage_body({}, usage.Bill()) == {
+        **Usage().as_dict(),
+        "models": [],
+        "cost": "0",
+        "unpriced": [],
+    }
 
 
-def test_cost_is_null_when_a_model_has_no_price() -> None:
-    table = usage.price_table()
-    by_model = {"gpt-5": Usage(output_tokens=10).as_dict(), "": Usage(1).as_dict()}
-    assert usage.cost(by_model, table) is None
-    assert usage.usage_body({}, table)["cost"] == "0"
+_COUNTS = st.integers(min_value=0, max_value=10**9)
+_TOKENS = st.builds(
+    lambda i, o, r, w: Usage(i, o, r, w), _COUNTS, _COUNTS, _COUNTS, _COUNTS
+) | st.just(Usage())
+_MIXES = st.dictionaries(
+    st.sampled_from(["gpt-5", "claude-opus-4-7", "house", "", "<synthetic>", "gone"]),
+    _TOKENS,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(mix=_MIXES)
+def test_any_mix_of_models_prices_what_has_a_price(mix: dict[str, Usage]) -> None:
+    """cost is the priced models' sum; unpriced lists exactly the models with counted tokens
+    and no price; cost is null exactly when there are such tokens and none was priced."""
+    book = prices.PriceBook(
+        {
+            "house": {"input": "1", "output": "2", "cache_read": "0", "cache_write": "1"},
+            "gone": None,
+        }
+    )
+    by_model = {model: tokens.as_dict() for model, tokens in mix.items()}
+    body = usage.usage_body(by_model, usage.price_counters(by_model, book))
+    priced = {m: t for m, t in mix.items() if book.rates(m) is not None}
+    unpriced = {m: t for m, t in mix.items() if book.rates(m) is None and usage.counted(t)}
+    expected = sum(
+        (usage.cost_of(t, rates) for m, t in priced.items() if (rates := book.rates(m))),
+        Decimal(0),
+    )
+    assert [item["model"] for item in body["unpriced"]] == sorted(unpriced)
+    for item in body["unpriced"]:
+        assert Usage.from_dict(item) == unpriced[item["model"]]
+    if unpriced and not any(usage.counted(t) for t in priced.values()):
+        assert body["cost"] is None
+    else:
+        assert body["cost"] == usage.decimal_text(expected)
 
 
 @pytest.mark.parametrize(
@@ -502,11 +622,14 @@ def test_summary_rows_carry_usage_and_cost(
         "reasoning_tokens": 0,
         "models": ["house"],
         "cost": "2.0333335",  # 2 + 3333 * 10 / 1e6 + 7 * 0.5 / 1e6, to the last digit
+        "unpriced": [],
     }
     assert client.get(f"{API}conversations/{conversation.pk}/").json()["usage"] == row["usage"]
     services.save_message(conversation=conversation, message={**OPENAI, "model": "unpriced"})
     row = client.get(f"{API}conversations/").json()["results"][0]
-    assert row["usage"]["models"] == ["house", "unpriced"] and row["usage"]["cost"] is None
+    assert row["usage"]["models"] == ["house", "unpriced"]
+    assert row["usage"]["cost"] == "2.0333335"  # the priced part: one unknown model hides none
+    assert row["usage"]["unpriced"] == [{"model": "unpriced", **Usage(372, 40, 128).as_dict()}]
 
 
 def _spend(conversation: Conversation, model: str, tokens: dict[str, int], when: datetime) -> None:
@@ -645,3 +768,167 @@ def test_any_calendar_date_is_a_period_never_a_500(
         assert response.status_code == 400 and response.json()["code"] == "invalid_filter"
     else:
         assert response.status_code == 200, response.content
+
+
+# ----------------------------------------------------------------------------- priced rows
+
+LOCAL_LINE: dict[str, JSON] = {  # a CLI's locally generated line: a placeholder, zero usage
+    "role": "assistant",
+    "model": "<synthetic>",
+    "content": "No response requested.",
+    "usage": {"input_tokens": 0, "output_tokens": 0},
+}
+OPUS: dict[str, JSON] = {
+    "role": "assistant",
+    "model": "claude-opus-4-7",
+    "content": "ok",
+    "usage": {
+        "input_tokens": 100,
+        "cache_read_input_tokens": 1000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 40, "ephemeral_1h_input_tokens": 10},
+        "output_tokens": 20,
+    },
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["as it comes", "general path"])
+def test_usage_rows_record_their_cost_and_prices(
+    client: APIClient,
+    owner: User,
+    make_conversation: MakeConversation,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
+    if path == "general path":
+        monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+        monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
+    conversation = make_conversation(owner=owner)
+    unknown = {**OPENAI, "model": "house-unknown"}
+    services.save_messages(conversation=conversation, messages=[OPUS, LOCAL_LINE, unknown])
+    rows = {row.model: row for row in MessageUsage.objects.filter(conversation=conversation)}
+    # 100 x 5 + 1000 x 0.5 + 40 x 6.25 + 10 x 10 + 20 x 25 = 1850 per million: 0.00185 USD
+    assert (rows["claude-opus-4-7"].cost_nanocents, rows["claude-opus-4-7"].priced_with) == (
+        185_000_000,
+        prices.GENAI_PRICES,
+    )
+    assert (rows["<synthetic>"].cost_nanocents, rows["<synthetic>"].priced_with) == (None, "")
+    assert rows["house-unknown"].cost_nanocents is None
+    period = client.get(f"{API}usage/").json()["usage"]
+    summary = client.get(f"{API}conversations/{conversation.pk}/").json()["usage"]
+    for body in (period, summary):
+        assert body["cost"] == "0.00185"  # the unknown model hides nothing priced
+        assert body["unpriced"] == [{"model": "house-unknown", **Usage(372, 40, 128).as_dict()}]
+        assert body["models"] == ["<synthetic>", "claude-opus-4-7", "house-unknown"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_period_of_only_placeholders_costs_zero_and_of_only_unknowns_null(
+    client: APIClient, owner: User, make_conversation: MakeConversation
+) -> None:
+    conversation = make_conversation(owner=owner)
+    services.save_message(conversation=conversation, message=LOCAL_LINE)
+    assert client.get(f"{API}usage/").json()["usage"]["cost"] == "0"
+    services.save_message(conversation=conversation, message={**OPENAI, "model": "nobody"})
+    body = client.get(f"{API}usage/", {"group_by": "day"}).json()
+    assert body["usage"]["cost"] is None and body["results"][0]["usage"]["cost"] is None
+    assert [item["model"] for item in body["usage"]["unpriced"]] == ["nobody"]
+
+
+_ROW_MODELS = ["gpt-5.5", "claude-sonnet-4-6", "house", "gone", "", "<synthetic>"]
+_ROW_TOKENS = st.tuples(*[st.integers(min_value=0, max_value=40_000)] * 4)
+
+
+@pytest.mark.django_db(transaction=True)
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(calls=st.lists(st.tuples(st.sampled_from(_ROW_MODELS), _ROW_TOKENS), max_size=6))
+def test_any_mix_of_calls_bills_the_period_as_its_rows(
+    calls: list[tuple[str, tuple[int, int, int, int]]],
+    client: APIClient,
+    owner: User,
+    make_conversation: MakeConversation,
+    settings: Settings,
+) -> None:
+    """Random mixes of priced, unpriced and zero-token models: the period's cost is the sum of
+    the priced calls (each under every tier), unpriced lists the unknown models with tokens, and
+    a conversation's summary agrees with the period."""
+    settings.MURMUR_CONVERSATIONS = {
+        "PRICES": {
+            "house": {"input": "1", "output": "2", "cache_read": "0.1", "cache_write": "1"},
+            "gone": None,
+        }
+    }
+    MessageUsage.objects.all().delete()
+    conversation = make_conversation(owner=owner)
+    messages: list[dict[str, JSON]] = [
+        {
+            "role": "assistant",
+            "model": model,
+            "content": "x",
+            "usage": {
+                "input_tokens": i,
+                "output_tokens": o,
+                "cache_read_input_tokens": r,
+                "cache_creation_input_tokens": w,
+            },
+        }
+        for model, (i, o, r, w) in calls
+    ]
+    if messages:
+        services.save_messages(conversation=conversation, messages=messages)
+    book = app_settings.prices
+    expected = usage.Bill()
+    for model, (i, o, r, w) in calls:
+        tokens = Usage(i, o, r, w)
+        rates = book.rates(model)
+        expected = expected + usage.Bill.of(
+            model, tokens, None if rates is None else usage.cost_of(tokens, rates)
+        )
+    period = client.get(f"{API}usage/").json()["usage"]
+    summary = client.get(f"{API}conversations/{conversation.pk}/").json()["usage"]
+    for body in (period, summary):
+        assert body["cost"] == usage.decimal_text(expected.total)
+        assert [item["model"] for item in body["unpriced"]] == sorted(expected.unpriced)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_period_is_repriced_when_prices_change(
+    client: APIClient, owner: User, make_conversation: MakeConversation, settings: Settings
+) -> None:
+    conversation = make_conversation(owner=owner)
+    day1 = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    _spend(conversation, "house", {"input_tokens": 1_000_000, "output_tokens": 0}, day1)
+    _spend(conversation, "gpt-5", {"input_tokens": 1_000_000}, day1 + timedelta(days=1))
+    assert client.get(f"{API}usage/").json()["usage"]["unpriced"][0]["model"] == "house"
+    settings.MURMUR_CONVERSATIONS = {
+        "PRICES": {"house": {"input": "2", "output": "8", "cache_read": "0", "cache_write": "0"}}
+    }
+    out = StringIO()
+    call_command("reprice_usage", "--from", "2026-05-01", "--to", "2026-05-01", stdout=out)
+    assert out.getvalue().startswith("1 usage row(s) re-priced")
+    rows = MessageUsage.objects.filter(conversation=conversation).order_by("created_at")
+    assert [(row.model, row.priced_with) for row in rows] == [
+        ("house", "PRICES"),
+        ("gpt-5", prices.GENAI_PRICES),  # outside the period: as it was
+    ]
+    body = client.get(f"{API}usage/", {"to": "2026-05-01"}).json()["usage"]
+    assert (body["cost"], body["unpriced"]) == ("2", [])
+    assert services.reprice_usage() == 0  # nothing changed since
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--from", "2026-13-01"],
+        ["--to", "yesterday"],
+        ["--from", "2026-05-02", "--to", "2026-05-01"],
+    ],
+)
+def test_reprice_refuses_a_bad_period(args: list[str]) -> None:
+    with pytest.raises(CommandError) as raised:
+        call_command("reprice_usage", *args)
+    assert "(--from, --to)" in str(raised.value)

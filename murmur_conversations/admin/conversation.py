@@ -364,8 +364,8 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="cost (USD)")
     def cost(self, obj: Conversation) -> str:
-        """The cost of the conversation's tokens at the current prices (docs/usage.md); "-" when
-        a model has no price."""
+        """The cost of the conversation's priced tokens at the current prices (docs/usage.md);
+        "-" when no counted token has a price."""
         value = conversation_usage(obj)["cost"]
         return "-" if value is None else f"${value}"
 

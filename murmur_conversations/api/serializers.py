@@ -36,10 +36,8 @@ class WireErrorSerializer(serializers.Serializer[Any]):
     code = serializers.CharField()
 
 
-class UsageSerializer(serializers.Serializer[Any]):
-    """Token usage and cost (``representations.conversation_usage``, ``usage.usage_body``):
-    counters in our names (``input_tokens`` is uncached input), the models, and the cost in USD
-    as a decimal string, null when a model has no price (docs/usage.md)."""
+class CountersSerializer(serializers.Serializer[Any]):
+    """The six token counters in our names (``input_tokens`` is uncached input; docs/usage.md)."""
 
     input_tokens = serializers.IntegerField(min_value=0)
     output_tokens = serializers.IntegerField(min_value=0)
@@ -47,8 +45,23 @@ class UsageSerializer(serializers.Serializer[Any]):
     cache_write_tokens = serializers.IntegerField(min_value=0)
     cache_write_1h_tokens = serializers.IntegerField(min_value=0)
     reasoning_tokens = serializers.IntegerField(min_value=0)
+
+
+class UnpricedSerializer(CountersSerializer):
+    """One model whose counted tokens have no price, with those tokens."""
+
+    model = serializers.CharField(allow_blank=True)
+
+
+class UsageSerializer(CountersSerializer):
+    """Token usage and cost (``representations.conversation_usage``, ``usage.usage_body``): the
+    counters, the models, ``cost`` (USD as a decimal string: the priced tokens' cost; null only
+    when no counted token has a price) and ``unpriced`` (the models whose counted tokens have no
+    price, with their tokens) (docs/usage.md)."""
+
     models = serializers.ListField(child=serializers.CharField(allow_blank=True))
     cost = serializers.CharField(allow_null=True)
+    unpriced = UnpricedSerializer(many=True)
 
 
 class SummarySerializer(serializers.Serializer[Any]):

@@ -17,7 +17,6 @@ from murmur_conversations.api.exceptions import InvalidCursor
 from murmur_conversations.api.pagination import CursorBinding, page_limit
 from murmur_conversations.api.params import read_group_by, read_period
 from murmur_conversations.api.schema import CURSOR_PARAM, LIMIT_PARAM, Param, document
-from murmur_conversations.conf import app_settings
 from murmur_conversations.representations import iso
 from murmur_conversations.selectors import conversations_for
 from murmur_conversations.usage import usage_body
@@ -30,6 +29,10 @@ PARAMS: list[Param] = [
     CURSOR_PARAM,
 ]
 _BAD_CURSOR = "cursor is not valid for this listing; start again without it"
+
+
+def _body(tally: usage_report.Tally) -> dict[str, Any]:
+    return usage_body(tally.by_model, tally.bill)
 
 
 def _conversation_key(key: list[Any] | None) -> tuple[datetime, uuid.UUID] | None:
@@ -60,20 +63,19 @@ class UsageView(AppAPIView):
         whole. 400 ``invalid_filter`` for a bad ``group_by``, ``from`` or ``to``."""
         group_by = read_group_by(request.query_params)
         period = read_period(request.query_params)
-        prices = app_settings.prices
         scoped = conversations_for(request.user)
         results: list[dict[str, Any]]
         next_cursor = None
         if group_by == "day":
             results = [
-                {"day": day.isoformat(), "usage": usage_body(by_model, prices)}
-                for day, by_model in usage_report.by_day(scoped, period)
+                {"day": day.isoformat(), "usage": _body(tally)}
+                for day, tally in usage_report.by_day(scoped, period)
             ]
             total = len(results)
         elif group_by == "model":
             results = [
-                {"model": model, "usage": usage_body(by_model, prices)}
-                for model, by_model in usage_report.by_model(scoped, period)
+                {"model": model, "usage": _body(tally)}
+                for model, tally in usage_report.by_model(scoped, period)
             ]
             total = len(results)
         else:
@@ -89,7 +91,7 @@ class UsageView(AppAPIView):
                 {
                     "conversation_id": str(item.conversation_id),
                     "title": item.title,
-                    "usage": usage_body(item.by_model, prices),
+                    "usage": _body(item.tally),
                 }
                 for item in page
             ]
@@ -105,6 +107,6 @@ class UsageView(AppAPIView):
                 "results": results,
                 "next_cursor": next_cursor,
                 "total": total,
-                "usage": usage_body(usage_report.totals(scoped, period), prices),
+                "usage": _body(usage_report.totals(scoped, period)),
             }
         )

@@ -10,15 +10,16 @@ commit; nothing is written when they raise. ``save_source_records`` is atomic an
 takes no event_seq and sends no signal; so do ``create_share`` and ``revoke_share`` (a share link
 changes nothing people see in the conversation; ``revoke_share`` sends ``share_revoked``).
 ``fork_conversation`` creates a new conversation in one transaction under the original's lock and
-writes nothing of the original. Four are not one transaction:
+writes nothing of the original. Five are not one transaction:
 
 - ``broadcast_delta`` writes nothing: its ``delta`` signal is sent at once and never stored;
 - ``prune_frame_log`` deletes the frame log's old rows in one statement of its own (docs/websocket.md
   "The frame log");
 - ``purge_conversations`` deletes in batches, one transaction each, skipping held conversations;
-- ``recover_interrupted`` recovers each conversation in its own locked transaction.
+- ``recover_interrupted`` recovers each conversation in its own locked transaction;
+- ``reprice_usage`` re-prices usage rows in batches, one transaction each.
 
-An error part way through the last two leaves the conversations already done as they are.
+An error part way through the last three leaves the conversations already done as they are.
 
 Async callers use the ``a``-prefixed wrappers (``sync_to_async``), one per service. Behaviour
 follows the sagents ``DisplayMessagePersistence`` (display rows, tool status lifecycle, synthetic
@@ -61,6 +62,7 @@ from murmur_conversations.services.importing import (
 )
 from murmur_conversations.services.lifecycle import ALLOWED_MOVES
 from murmur_conversations.services.organising import MAX_TAG_CHARS, MAX_TAGS
+from murmur_conversations.services.pricing import reprice_usage
 from murmur_conversations.services.retention import (
     MAX_HOLD_REASON,
     log_access,
@@ -108,6 +110,7 @@ __all__ = [
     "arecover_interrupted",
     "arelease_hold",
     "aremember_imported_source",
+    "areprice_usage",
     "aresolve_tool_result",
     "arevoke_share",
     "asave_message",
@@ -134,6 +137,7 @@ __all__ = [
     "recover_interrupted",
     "release_hold",
     "remember_imported_source",
+    "reprice_usage",
     "resolve_tool_result",
     "revoke_share",
     "save_message",
@@ -162,6 +166,7 @@ adelete_conversation = sync_to_async(delete_conversation)
 apurge_conversations = sync_to_async(purge_conversations)
 aprune_frame_log = sync_to_async(prune_frame_log)
 arecover_interrupted = sync_to_async(recover_interrupted)
+areprice_usage = sync_to_async(reprice_usage)
 abroadcast_delta = sync_to_async(broadcast_delta)
 acreate_share = sync_to_async(create_share)
 arevoke_share = sync_to_async(revoke_share)

@@ -1,5 +1,5 @@
 """Token counters on the general write path (docs/usage.md): one ``MessageUsage`` row per
-assistant message that carried ``usage``, and the conversation's counters (in total and by
+assistant message that carried ``usage`` (priced as it is written: ``usage.row_cost``), and the conversation's counters (in total and by
 model), in the same transaction as the messages, under the conversation's lock. The PostgreSQL
 single-statement append (``fastpath``) does the same in its one statement.
 
@@ -8,11 +8,12 @@ Private to ``murmur_conversations.services``.
 
 from __future__ import annotations
 
+from murmur_conversations.conf import app_settings
 from murmur_conversations.messages import NormalizedMessage
 from murmur_conversations.models import Message, MessageUsage
 from murmur_conversations.services import bulkcopy
 from murmur_conversations.services.writing import Write
-from murmur_conversations.usage import COUNTERS, add_by_model
+from murmur_conversations.usage import COUNTERS, add_by_model, row_cost
 
 #: The conversation fields a write with usage changes.
 USAGE_FIELDS = frozenset({*COUNTERS, "usage_by_model"})
@@ -27,16 +28,20 @@ def count_usage(
     conversation = write.conversation
     rows: list[MessageUsage] = []
     by_model = conversation.usage_by_model
+    book = app_settings.prices
     for message in messages:
         if message.usage is None:
             continue
         saved = record[id(message)]
+        cost, priced_with = row_cost(message.model, message.usage, book, at=saved.created_at)
         rows.append(
             MessageUsage(
                 conversation=conversation,
                 message=saved,
                 model=message.model,
                 created_at=saved.created_at,
+                cost_nanocents=cost,
+                priced_with=priced_with,
                 **message.usage.as_dict(),
             )
         )

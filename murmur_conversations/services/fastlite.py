@@ -38,6 +38,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Model
 
+from murmur_conversations.conf import app_settings
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import (
     Conversation,
@@ -48,7 +49,7 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.services import fastpath, statements
 from murmur_conversations.services.writing import announce, database_errors, retention_time
-from murmur_conversations.usage import COUNTERS, Usage
+from murmur_conversations.usage import COUNTERS, Usage, row_cost
 
 #: SQLite's first release with ``RETURNING``.
 RETURNING_SINCE = (3, 35, 0)
@@ -81,7 +82,15 @@ _DISPLAY_COLUMNS = (
     "updated_at",
     "owner_feedback",
 )
-_USAGE_COLUMNS = ("conversation_id", "message_id", "model", *COUNTERS, "created_at")
+_USAGE_COLUMNS = (
+    "conversation_id",
+    "message_id",
+    "model",
+    *COUNTERS,
+    "cost_nanocents",
+    "priced_with",
+    "created_at",
+)
 Converter = Callable[[Any, Any, Any], Any]
 
 
@@ -347,12 +356,14 @@ def _append(
                 )
             ]
             if models:
+                book = app_settings.prices
                 usage_rows = [
                     [
                         pk_db,
                         message_pks[index],
                         message.model,
                         *message.usage.as_dict().values(),
+                        *row_cost(message.model, message.usage, book, at=stamps[index]),
                         when[index],
                     ]
                     for index, message in enumerate(messages)

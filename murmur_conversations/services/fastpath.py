@@ -22,6 +22,7 @@ from typing import Any
 from django.db import IntegrityError, models
 
 from murmur_conversations import jsonenc
+from murmur_conversations.conf import app_settings
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
 from murmur_conversations.models import (
     Conversation,
@@ -32,13 +33,13 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.services import statements
 from murmur_conversations.services.writing import announce, database_errors, retention_time
-from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model
+from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model, row_cost
 
 CONVERSATION_FIELDS = [f.attname for f in Conversation._meta.concrete_fields]
 _JSON_FIELDS = {
     f.attname for f in Conversation._meta.concrete_fields if isinstance(f, models.JSONField)
 }
-_USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS))
+_USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS), "u_cost", "u_priced")
 
 
 def eligible(connection_vendor: str, messages: list[NormalizedMessage], has_records: bool) -> bool:
@@ -80,10 +81,12 @@ def usage_sql() -> tuple[str, str]:
     arrays = ", ".join(f"%(u_{name})s::bigint[]" for name in COUNTERS)
     values = ", ".join(f"x.{name}" for name in COUNTERS)
     insert = f""", u AS (
-  INSERT INTO "{table}" ("conversation_id", "message_id", "model", {columns}, "created_at")
-  SELECT c."id", m."id", x.model, {values}, m."created_at"
-  FROM c, unnest(%(u_index)s::int[], %(u_model)s::varchar[], {arrays})
-       AS x(i, model, {", ".join(COUNTERS)})
+  INSERT INTO "{table}" ("conversation_id", "message_id", "model", {columns},
+                         "cost_nanocents", "priced_with", "created_at")
+  SELECT c."id", m."id", x.model, {values}, x.cost, x.priced, m."created_at"
+  FROM c, unnest(%(u_index)s::int[], %(u_model)s::varchar[], {arrays},
+                 %(u_cost)s::bigint[], %(u_priced)s::varchar[])
+       AS x(i, model, {", ".join(COUNTERS)}, cost, priced)
   JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + x.i
   RETURNING 1
 )"""
@@ -223,15 +226,19 @@ def parameters(
     if any(message.id_given for message in messages):
         params["ids"] = jsonenc.dumps([message.message_id for message in messages])
     if any(message.usage is not None for message in messages):
-        usage_parameters(params, messages)
+        usage_parameters(params, messages, stamps)
     return params, parts_by_message
 
 
-def usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) -> None:
-    """The usage rows' arrays, the counters' increments and this batch's ``usage_by_model``."""
+def usage_parameters(
+    params: dict[str, Any], messages: list[NormalizedMessage], stamps: list[datetime]
+) -> None:
+    """The usage rows' arrays (each row priced at its message's time ``stamps[i]``:
+    ``usage.row_cost``), the counters' increments and this batch's ``usage_by_model``."""
     params.update({name: [] for name in _USAGE_ARRAYS})
     total = Usage()
     by_model: ByModel = {}
+    book = app_settings.prices
     for index, message in enumerate(messages, start=1):
         if message.usage is None:
             continue
@@ -239,6 +246,9 @@ def usage_parameters(params: dict[str, Any], messages: list[NormalizedMessage]) 
         params["u_model"].append(message.model)
         for name, value in message.usage.as_dict().items():
             params[f"u_{name}"].append(value)
+        cost, priced_with = row_cost(message.model, message.usage, book, at=stamps[index - 1])
+        params["u_cost"].append(cost)
+        params["u_priced"].append(priced_with)
         total = total + message.usage
         by_model = add_by_model(by_model, message.model, message.usage)
     params.update({f"t_{name}": value for name, value in total.as_dict().items()})

@@ -325,7 +325,7 @@ def try_append(
     if any(message.id_given for message in messages):
         params["ids"] = jsonenc.dumps([message.message_id for message in messages])
     if any(message.usage is not None for message in messages):
-        fastpath.usage_parameters(params, messages)
+        fastpath.usage_parameters(params, messages, stamps)
     sql = statement("u_index" in params, "ids" in params, bool(new_calls))
 
     def work() -> tuple[Conversation, list[DisplayMessage]] | None:
