@@ -6,7 +6,7 @@ row looks the same everywhere. Values are JSON-ready (ids as strings, times as I
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
 from typing import Any, Final, Literal
@@ -241,13 +241,26 @@ def conversation_usage(conversation: Conversation) -> dict[str, Any]:
     here); ``cost`` prices them at today's prices (``PRICES`` over ``genai-prices``), null only
     when no counted token has a price; ``unpriced`` lists the models whose tokens have none."""
     totals = Usage(*(getattr(conversation, name) for name in COUNTERS))
-    by_model = conversation.usage_by_model or {}
+    return priced_usage(totals, conversation.usage_by_model or {})
+
+
+def priced_usage(totals: Usage, by_model: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``usage`` object of ``totals`` and ``by_model`` (``{model: {counter: int}}``), priced
+    at today's prices (:func:`conversation_usage`)."""
     return usage_body(by_model, price_counters(by_model, app_settings.prices), totals=totals)
 
 
-def detail_row(conversation: Conversation) -> dict[str, Any]:
-    """The summary row plus ``metadata`` (``GET conversations/{id}/``)."""
-    return {**summary_row(conversation), "metadata": conversation.metadata}
+def detail_row(
+    conversation: Conversation, family: tuple[Usage, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The summary row plus ``metadata`` and ``usage_with_children`` (``GET
+    conversations/{id}/``): the ``usage`` object over the conversation and its descendants,
+    ``family`` being their ``(totals, by model)`` (``selectors.family_usage``)."""
+    return {
+        **summary_row(conversation),
+        "metadata": conversation.metadata,
+        "usage_with_children": priced_usage(*family),
+    }
 
 
 def search_hit_row(hit: Hit) -> dict[str, Any]:

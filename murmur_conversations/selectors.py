@@ -32,6 +32,7 @@ from murmur_conversations.models import (
     ToolCall,
 )
 from murmur_conversations.projection import transcript_entry
+from murmur_conversations.usage import COUNTERS, ByModel, Usage, merge_by_model
 
 #: Every share token starts with this (so secret scanners can spot one).
 SHARE_TOKEN_PREFIX: Final = "msh_"
@@ -192,6 +193,40 @@ def transcript(
         count += 1
         if limit is not None and count >= limit:
             return
+
+
+def family_usage(conversation: Conversation) -> tuple[Usage, ByModel]:
+    """The token counters of ``conversation`` and all its descendants (children, theirs...),
+    each conversation once: ``(totals, {model: {counter: int}})``, from the counters the write
+    path keeps (docs/usage.md ``usage_with_children``). No query when it has no children; else one
+    query per generation."""
+    totals = Usage(*(getattr(conversation, name) for name in COUNTERS))
+    by_model = merge_by_model([conversation.usage_by_model or {}])
+    if not conversation.child_count:
+        return totals, by_model
+    manager = Conversation.objects.using(conversation._state.db or "default")
+    seen = {conversation.pk}
+    level = [conversation.pk]
+    while level:
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(level), _FAMILY_CHUNK):
+            found.extend(
+                manager.filter(parent_id__in=level[start : start + _FAMILY_CHUNK])
+                .order_by()
+                .values_list("pk", "usage_by_model", *COUNTERS)
+            )
+        level = []
+        for pk, child_by_model, *counts in found:
+            if pk in seen:  # a tree never repeats one, but a total must not count one twice
+                continue
+            seen.add(pk)
+            level.append(pk)
+            totals = totals + Usage(*counts)
+            by_model = merge_by_model([by_model, child_by_model or {}])
+    return totals, by_model
+
+
+_FAMILY_CHUNK: Final = 500
 
 
 #: How many generations of children a hold reaches up from (subagents of subagents of ...). Deeper

@@ -176,6 +176,9 @@ def test_list_shows_only_own_conversations_newest_first(
     assert "secret" not in response.content.decode()
 
 
+DETAIL_ONLY = ("metadata", "usage_with_children")
+
+
 def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
     services.set_status(conversation=own, status="paused", pending_ask={"question": "Proceed?"})
     own.refresh_from_db()
@@ -209,9 +212,10 @@ def test_summary_and_detail_rows(client: APIClient, own: Conversation) -> None:
         "forked_from_id": None,
         "forked_at_seq": None,
         "metadata": {},
+        "usage_with_children": detail["usage"],
     }
     listed = client.get(f"{API}conversations/").json()["results"][0]
-    assert listed == {k: v for k, v in detail.items() if k != "metadata"}
+    assert listed == {k: v for k, v in detail.items() if k not in DETAIL_ONLY}
 
 
 @override_settings(MURMUR_CONVERSATIONS={"SCOPE": "tests.test_api.everyone_scope"})

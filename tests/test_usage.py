@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_django import Settings
 from rest_framework.test import APIClient
 
-from murmur_conversations import checks, prices, services, usage
+from murmur_conversations import checks, prices, selectors, services, usage
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, Message, MessageUsage
@@ -932,3 +933,53 @@ def test_reprice_refuses_a_bad_period(args: list[str]) -> None:
     with pytest.raises(CommandError) as raised:
         call_command("reprice_usage", *args)
     assert "(--from, --to)" in str(raised.value)
+
+
+# ----------------------------------------------------------------------------- subagents
+
+
+def _assistant(model: str, i: int, o: int) -> dict[str, JSON]:
+    return {
+        "role": "assistant",
+        "model": model,
+        "content": "x",
+        "usage": {"input_tokens": i, "output_tokens": o},
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_subagents_tokens_count_in_their_parents_total_once(
+    client: APIClient,
+    owner: User,
+    make_conversation: MakeConversation,
+    django_assert_max_num_queries: Any,
+) -> None:
+    parent = make_conversation(owner=owner)
+    child = services.start_conversation(owner=None, parent=parent, parent_call_id="task-1")
+    grandchild = services.start_conversation(owner=None, parent=child, parent_call_id="task-2")
+    other = services.start_conversation(owner=None, parent=parent)
+    services.save_message(conversation=parent, message=_assistant("gpt-5", 1000, 10))
+    services.save_message(conversation=child, message=_assistant("gpt-5", 200, 20))
+    services.save_message(conversation=grandchild, message=_assistant("claude-opus-4-7", 30, 3))
+    services.save_message(conversation=other, message=_assistant("nobody", 4, 0))
+    detail = client.get(f"{API}conversations/{parent.pk}/").json()
+    assert (detail["usage"]["input_tokens"], detail["usage"]["models"]) == (1000, ["gpt-5"])
+    family = detail["usage_with_children"]
+    assert (family["input_tokens"], family["output_tokens"]) == (1234, 33)
+    assert family["models"] == ["claude-opus-4-7", "gpt-5", "nobody"]
+    assert family["unpriced"] == [{"model": "nobody", **Usage(4).as_dict()}]
+    book = app_settings.prices
+    gpt, opus = book.rates("gpt-5"), book.rates("claude-opus-4-7")
+    assert gpt is not None and opus is not None
+    expected = usage.cost_of(Usage(1200, 30), gpt) + usage.cost_of(Usage(30, 3), opus)
+    assert family["cost"] == usage.decimal_text(expected)
+    leaf = client.get(f"{API}conversations/{grandchild.pk}/").json()
+    assert leaf["usage_with_children"] == leaf["usage"]
+    # A total over several conversations counts each token once: the period has all four once.
+    period = client.get(f"{API}usage/").json()["usage"]
+    assert (period["input_tokens"], period["output_tokens"]) == (1234, 33)
+    assert period["cost"] == family["cost"]
+    parent.refresh_from_db()
+    with django_assert_max_num_queries(3):  # one query a generation, and the one that ends it
+        totals, _by_model = selectors.family_usage(parent)
+    assert totals.input_tokens == 1234

@@ -87,9 +87,11 @@ class SummarySerializer(serializers.Serializer[Any]):
 
 
 class DetailSerializer(SummarySerializer):
-    """The summary row plus ``metadata`` (``representations.detail_row``)."""
+    """The summary row plus ``metadata`` and ``usage_with_children`` (``usage`` over the
+    conversation and its descendants, each once) (``representations.detail_row``)."""
 
     metadata = serializers.DictField()
+    usage_with_children = UsageSerializer()
 
 
 class PatchSerializer(serializers.Serializer[Any]):

@@ -86,6 +86,7 @@ from murmur_conversations.selectors import (
     children_for,
     conversation_for_hook,
     conversations_for,
+    family_usage,
     feedback_for,
     organised,
     owned_conversation,
@@ -224,7 +225,7 @@ class ConversationViewSet(ConversationScopedViewSet):
     def retrieve(self, request: Request, id: str) -> Response:
         """``detail_row`` of the conversation."""
         self._log_view(AccessSurface.API_DETAIL)
-        return Response(detail_row(self.conversation))
+        return Response(detail_row(self.conversation, family_usage(self.conversation)))
 
     @document(
         summary="Replace the title, metadata, pinned, archived and/or tags",
@@ -247,7 +248,7 @@ class ConversationViewSet(ConversationScopedViewSet):
             raise ConversationGone() from None
         except WriteConflict:
             raise Unavailable() from None
-        return Response(detail_row(updated))
+        return Response(detail_row(updated, family_usage(updated)))
 
     @document(
         summary="Delete the conversation and everything in it",
@@ -392,7 +393,7 @@ class ConversationViewSet(ConversationScopedViewSet):
             raise Unavailable() from None
         return Response(
             {
-                "conversation": detail_row(self.conversation),
+                "conversation": detail_row(self.conversation, family_usage(self.conversation)),
                 "messages": [display_row(row) for row in rows],
             }
         )

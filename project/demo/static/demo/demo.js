@@ -83,14 +83,17 @@
   function usageText(usage) {
     if (!usage || !Array.isArray(usage.models) || usage.models.length === 0) return null;
     const tokens = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-    const cost = usage.cost === null ? "cost unknown" : money(usage.cost);
+    const unpriced = Array.isArray(usage.unpriced) ? usage.unpriced : [];
+    // The priced part; "+" when some models' tokens have no price (docs/usage.md).
+    const cost = usage.cost === null ? "cost unknown" : money(usage.cost) + (unpriced.length ? "+" : "");
     const long = [
       `${WHOLE.format(usage.input_tokens)} input (uncached)`,
       `${WHOLE.format(usage.cache_read_tokens)} cache read`,
       `${WHOLE.format(usage.cache_write_tokens)} cache write`,
       `${WHOLE.format(usage.output_tokens)} output (${WHOLE.format(usage.reasoning_tokens)} reasoning)`,
       `models: ${usage.models.map((m) => m || "unnamed").join(", ")}`,
-      usage.cost === null ? "no price for a model" : `$${usage.cost}`,
+      usage.cost === null ? "no price for its models" : `$${usage.cost}`,
+      ...(unpriced.length ? [`no price: ${unpriced.map((u) => u.model || "unnamed").join(", ")}`] : []),
     ].join(" · ");
     return { short: `${COMPACT.format(tokens)} tokens · ${cost}`, long };
   }
@@ -1056,6 +1059,14 @@
     $("share-open").hidden = false;
     $("conversation-title").textContent = titleOf(summary);
     showUsage($("conversation-usage"), summary.usage);
+    // With its subagents' tokens (the detail row's usage_with_children): kept until a detail
+    // row says otherwise, since summary frames do not carry it.
+    const family = $("conversation-usage-children");
+    if (!summary.child_count) showUsage(family, null);
+    else if (summary.usage_with_children) {
+      showUsage(family, summary.usage_with_children);
+      if (!family.hidden) family.textContent = `with subagents: ${family.textContent}`;
+    }
     showTime($("conversation-started"), summary.created_at);
     if (!$("conversation-started").hidden) {
       $("conversation-started").textContent = `started ${$("conversation-started").textContent}`;
@@ -1351,6 +1362,7 @@
     }
     $("conversation-title").textContent = "Pick a conversation";
     showUsage($("conversation-usage"), null);
+    showUsage($("conversation-usage-children"), null);
     $("share-open").hidden = true;
     showTime($("conversation-started"), null);
     $("cards").replaceChildren();
