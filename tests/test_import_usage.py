@@ -9,14 +9,17 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from murmur_conversations.models import Conversation, Message
-from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
+from tests.agentlog_lines import START, Claude, Codex, tool_use, write_jsonl
 from tests.import_helpers import JSON, run
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +198,106 @@ def test_codex_usage_split_across_two_imports_still_sums(tmp_path: Path, user: U
     assert conversation.messages.get(extra__usage__output_tokens=45).content == [
         {"type": "text", "text": "Done."}
     ]
+
+
+# ----------------------------------------------------------------------------- Codex forks
+
+PARENT_ID = "019a1b2c-3d4e-7f60-8a9b-00000000aaaa"
+FORK_ID = "019a1b2c-3d4e-7f60-8a9b-00000000bbbb"
+Turn = tuple[int, int, int]  # uncached input, cached input, output of one model response
+COUNTS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+def turns(x: Codex, spent: list[Turn], total: dict[str, int]) -> tuple[list[Any], dict[str, int]]:
+    """Rollout lines of one model response per ``spent`` item, each ending with the cumulative
+    total so far (Codex's ``input_tokens`` counts the cached part in it)."""
+    lines: list[Any] = []
+    for number, (uncached, cached, output) in enumerate(spent):
+        total = {
+            "input_tokens": total.get("input_tokens", 0) + uncached + cached,
+            "cached_input_tokens": total.get("cached_input_tokens", 0) + cached,
+            "output_tokens": total.get("output_tokens", 0) + output,
+        }
+        lines += [
+            x.line("turn_context", {"model": "gpt-5.3-codex"}),
+            x.message("user", f"Question {number}"),
+            x.message("assistant", f"Answer {number}"),
+            token_count(x, total),
+        ]
+    return lines, total
+
+
+def fork_lines(parent: list[Any], cut: int, own: list[Turn]) -> tuple[list[Any], dict[str, int]]:
+    """What ``codex fork`` writes: its own session_meta, the original's first ``cut`` lines
+    replayed in one burst (stamped at the fork's start), then its own turns, whose totals go on
+    from the replayed ones; and the fork's own growth."""
+    x = Codex(session=FORK_ID, start=START + timedelta(hours=1))
+    meta = x.meta()
+    meta["payload"]["forked_from_id"] = PARENT_ID
+    replay = [{**line, "timestamp": meta["timestamp"]} for line in parent[:cut]]
+    replayed: dict[str, int] = {}
+    for line in replay:
+        if line["type"] == "event_msg" and line["payload"].get("type") == "token_count":
+            replayed = line["payload"]["info"]["total_token_usage"]
+    for _ in range(5):  # the person types the fork's first prompt
+        next(x.clock)
+    lines, total = turns(x, own, replayed)
+    return [meta, *replay, *lines], {k: total.get(k, 0) - replayed.get(k, 0) for k in COUNTS}
+
+
+def import_pair(tmp: Path, user: User, parent: list[Any], fork: list[Any]) -> tuple[Any, Any]:
+    write_jsonl(tmp / "parent" / "rollout-parent.jsonl", parent)
+    write_jsonl(tmp / "fork" / "rollout-fork.jsonl", fork)
+    assert run(tmp / "parent", "--owner", user.username)[0] == 0
+    assert run(tmp / "fork", "--owner", user.username)[0] == 0
+    return (
+        Conversation.objects.get(owner=user, external_id=PARENT_ID),
+        Conversation.objects.get(owner=user, external_id=FORK_ID),
+    )
+
+
+def test_a_codex_fork_bills_only_what_it_spent(tmp_path: Path, user: User) -> None:
+    """The issue's case: the original spent 1,000 input (600 cached) and 100 output; the fork
+    replays it, then a new turn takes the totals to 1,500 / 900 / 150: 150 output in all."""
+    x = Codex(session=PARENT_ID)
+    parent, _total = turns(x, [(400, 600, 100)], {})
+    fork, own = fork_lines([x.meta(), *parent], 5, [(200, 300, 50)])
+    original, forked = import_pair(tmp_path, user, [x.meta(), *parent], fork)
+    assert own == {"input_tokens": 500, "cached_input_tokens": 300, "output_tokens": 50}
+    forked.refresh_from_db()
+    original.refresh_from_db()
+    assert (original.output_tokens, forked.output_tokens) == (100, 50)
+    assert (forked.input_tokens, forked.cache_read_tokens) == (200, 300)
+    assert summed(forked, COUNTS) == own
+    assert original.output_tokens + forked.output_tokens == 150
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    spent=st.lists(st.tuples(*[st.integers(0, 5000)] * 3), min_size=1, max_size=4),
+    own=st.lists(st.tuples(*[st.integers(0, 5000)] * 3), min_size=1, max_size=3),
+    cut=st.integers(min_value=0, max_value=17),
+)
+def test_any_codex_fork_prefix_bills_each_token_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    user: User,
+    spent: list[Turn],
+    own: list[Turn],
+    cut: int,
+) -> None:
+    """A fork cut anywhere in its original (between any two lines, the session_meta included):
+    the fork's usage is its own growth after the replay, never the replayed totals."""
+    Conversation.objects.filter(owner=user).delete()
+    x = Codex(session=PARENT_ID)
+    lines, total = turns(x, spent, {})
+    parent = [x.meta(), *lines]
+    fork, growth = fork_lines(parent, min(cut, len(parent)), own)
+    original, forked = import_pair(tmp_path_factory.mktemp("fork"), user, parent, fork)
+    assert nonzero(summed(original, COUNTS)) == nonzero(total)
+    assert nonzero(summed(forked, COUNTS)) == nonzero(growth)
+
+
+def nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {name: value for name, value in counts.items() if value}

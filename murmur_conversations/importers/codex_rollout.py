@@ -15,7 +15,10 @@ Every line is kept verbatim as a source record. Each line is ``{timestamp, type,
   ``token_count`` events carry cumulative totals: each model response's items are held until the
   next one, and the growth of ``total_token_usage`` since the previous one goes on the last
   assistant message of the response as ``usage`` (with the ``model`` of the turn), so the usage
-  of the messages sums to the last total (docs/formats.md "Usage").
+  of the messages sums to the last total (docs/formats.md "Usage"). A fork (``codex fork``: its
+  ``session_meta`` names ``forked_from_id``) replays its original's lines, totals included, right
+  after its ``session_meta``: the replayed totals are the original's, and only their growth after
+  the replay is the fork's.
 - ``compacted`` lines are compaction notices; ``session_meta`` gives the key; the other line types
   are source records only.
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from murmur_conversations import jsonenc
@@ -85,6 +88,8 @@ OUTPUT_ITEMS: Final = frozenset(
     {"function_call_output", "custom_tool_call_output", "tool_search_output"}
 )
 CARD_ITEMS: Final = frozenset({"web_search_call", "image_generation_call"})
+#: The longest pause between two lines of a fork's replay of its original (``_replaying``).
+REPLAY_GAP: Final = timedelta(seconds=2)
 READ_ITEMS: Final = frozenset({"message", "reasoning"}) | CALL_ITEMS | OUTPUT_ITEMS | CARD_ITEMS
 _INJECTED_PREFIXES: Final = (
     "<environment_context>",
@@ -219,6 +224,10 @@ class RolloutParser(HeldUntilKeyed):
         self.model: str | None = model if isinstance(model, str) else None
         #: items of the model response under way, held until its token_count
         self.response: list[Item] = []
+        #: a fork (``codex fork``) replaying its original's lines: the time of the last replayed
+        #: line while the replay goes on (``_replaying``), else None
+        self.replay_at: datetime | None = parse_time(resume.get("replay_at"))
+        self.replaying = bool(resume.get("replaying"))
 
     def snapshot(self) -> dict[str, Any] | None:
         """The key, whether the first prompt gave the title, unanswered tool searches, and the
@@ -232,6 +241,8 @@ class RolloutParser(HeldUntilKeyed):
             "usage_total": self.total,
             "usage_unplaced": self.unplaced,
             "model": self.model,
+            "replaying": self.replaying,
+            "replay_at": None if self.replay_at is None else self.replay_at.isoformat(),
         }
 
     def finish(self) -> list[Item]:
@@ -239,6 +250,20 @@ class RolloutParser(HeldUntilKeyed):
         return [*self._responses(super().finish()), *self._place()]
 
     # ------------------------------------------------------------------ usage
+
+    def _replaying(self, at: datetime | None) -> None:
+        """Whether a fork's line at ``at`` is still part of the replay of its original: Codex
+        writes the replay in one burst when the fork starts, every line stamped at that moment;
+        a line more than :data:`REPLAY_GAP` after the line before it is the fork's own (no model
+        answers that fast), and so is every line after it. A line without a time goes on with
+        the burst."""
+        if at is None or self.replay_at is None:
+            self.replay_at = self.replay_at or at
+            return
+        if at - self.replay_at > REPLAY_GAP:
+            self.replaying, self.replay_at = False, None
+        else:
+            self.replay_at = max(at, self.replay_at)
 
     def _responses(self, released: list[Item], total: dict[str, int] | None = None) -> list[Item]:
         """Hold a model response's items (from its first assistant message on) until the
@@ -291,6 +316,11 @@ class RolloutParser(HeldUntilKeyed):
         )
         if self.key is None and isinstance(meta_id, str) and meta_id:
             self.key = meta_id
+            forked_from = payload.get("forked_from_id") if isinstance(payload, dict) else None
+            self.replaying = isinstance(forked_from, str) and bool(forked_from)
+            self.replay_at = at
+        elif self.replaying:
+            self._replaying(at)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"
         known = isinstance(kind, str) and kind in KNOWN_LINES and isinstance(payload, dict)
         item_kind = ""
@@ -315,6 +345,8 @@ class RolloutParser(HeldUntilKeyed):
         if kind == "turn_context" and isinstance(payload.get("model"), str):
             self.model = payload["model"]
         total = _token_total(payload) if kind == "event_msg" else None
+        if total is not None and self.replaying:
+            self.total, total = total, None  # the original's: the fork's usage grows from it
         if kind == "response_item":
             items.extend(self._response_item(payload, line.number, at))
         elif kind == "event_msg":
