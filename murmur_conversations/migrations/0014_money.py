@@ -26,7 +26,7 @@ def price_existing_rows(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("murmur_conversations", "0012_forget"),
+        ("murmur_conversations", "0013_search"),
     ]
 
     operations = [
