@@ -5,7 +5,9 @@ One user owns ``search_rows`` display rows in conversations of 1,000 rows each, 
 set-based SQL (the index is kept by the database as they go in, as for any write), then
 ``VACUUM ANALYZE`` (PostgreSQL) so GIN's pending list is merged, as autovacuum does. Each row's
 text holds words of known frequency: ``w<n>`` (n < 97, about 1 % of the rows each), ``x<n>``
-(n < 89), ``r<n>q`` (n < 9973, about 0.01 %), and words every row has. "Ours" is what
+(n < 89), ``r<n>q`` (n < 9973, about 0.01 %), a Chinese sentence whose fifth character is one of
+97 (``CJK_WORD``, a word in the middle of the run, in about 1 % of the rows), the flag ``--dry-run``
+(about 1 %, ``--force`` in the others), and words every row has. "Ours" is what
 ``GET search/`` runs below HTTP: the scoped, ranked page of 50 hits with their snippets, as JSON-
 ready dicts. The goal: under 50 ms p50 (a fixed 50 ms variant stands for it in the ratios).
 """
@@ -21,12 +23,18 @@ from bench.stats import Target
 
 ROWS_PER_CONVERSATION = 1000
 GOAL = "goal: 50 ms"
+#: The character of the Chinese sentence that varies: U+4E00 + (g mod 97).
+_CJK_BASE = 0x4E00
+#: A four-character word in the middle of the sentence of the rows where g mod 97 = 42.
+CJK_WORD = f"论了{chr(_CJK_BASE + 42)}的"
 QUERIES = {  # variant suffix: (query, ILIKE pattern or None)
     "rare word": ("r4242q", "%r4242q%"),
     "frequent word": ("w42", "% w42 %"),
     "phrase": ('"w42 x17"', "% w42 x17 %"),
     "word -word": ("w42 -x17", None),
     "stemmed word in every row": ("tokenizers", "%tokenizer%"),
+    "CJK word": (CJK_WORD, f"%{CJK_WORD}%"),
+    "flag": ("--dry-run", "%--dry-run%"),
 }
 
 
@@ -46,9 +54,12 @@ def fill(alias: str, owner_id: Any, count: int) -> list[Any]:
         for n in range(max(1, count // per))
     ]
     postgres = connection.vendor == "postgresql"
+    character = "chr" if postgres else "char"
     text = (
         "'turn ' || g || ' about the parser w' || (g %% 97) || ' x' || (g %% 89) || ' r' "
-        "|| (g %% 9973) || 'q, then the tokenizer ran again'"
+        f"|| (g %% 9973) || 'q, then the tokenizer ran again. 我们讨论了' || "
+        f"{character}({_CJK_BASE} + g %% 97) || '的设计 try ' || "
+        "CASE WHEN g %% 97 = 42 THEN '--dry-run' ELSE '--force' END"
     )
     with transaction.atomic(using=alias), connection.cursor() as cur:
         for index, pk in enumerate(ids):

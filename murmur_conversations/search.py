@@ -29,11 +29,9 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import (
     BooleanField,
-    Exists,
     F,
     FloatField,
     Func,
-    OuterRef,
     Q,
     QuerySet,
     TextField,
@@ -317,28 +315,53 @@ def backend_of(queryset: QuerySet[Any]) -> search_index.Backend:
 def matching_conversations(
     conversations: QuerySet[Conversation], query: SearchQuery
 ) -> QuerySet[Conversation]:
-    """``conversations`` narrowed to those whose title matches ``query`` or that have a display
-    row matching it (the whole query, in one row), in their order. None for an empty query."""
+    """``conversations`` narrowed to those whose title matches ``query`` or that hold a display
+    row matching it (the whole query, in one row), in them or in a conversation below them
+    (their subagents, at any depth: ``GET search/`` finds those rows too), in their order. None
+    for an empty query."""
     backend = backend_of(conversations)
     if backend == "sqlite":
         query = query.without_stop_words()
     if query.empty:
         return conversations.none()
-    rows = DisplayMessage.objects.using(conversations.db).filter(conversation=OuterRef("pk"))
+    rows = DisplayMessage.objects.using(conversations.db)
     if backend == "postgresql":
         # Titles through a subquery, so the title index answers it once (a condition on each
         # conversation row would compute its tsvector row by row).
         titles = Conversation.objects.using(conversations.db).filter(_pg_title_matches(query))
-        return conversations.filter(
-            Q(pk__in=titles.order_by().values("pk")) | Exists(rows.filter(_pg_matches(query)))
-        )
-    if backend == "sqlite":
-        return conversations.filter(
-            Q(pk__in=_sqlite_title_ids(query)) | Exists(rows.filter(pk__in=_sqlite_ids(query)))
-        )
-    text = Cast("content", output_field=TextField())
-    fallback_rows = rows.annotate(search_text=text).filter(_fallback_matches(query, "search_text"))
-    return conversations.filter(_fallback_matches(query, "title") | Exists(fallback_rows))
+        titled = Q(pk__in=titles.order_by().values("pk"))
+        rows = rows.filter(_pg_matches(query))
+    elif backend == "sqlite":
+        titled = Q(pk__in=_sqlite_title_ids(query))
+        rows = rows.filter(pk__in=_sqlite_ids(query))
+    else:
+        titled = _fallback_matches(query, "title")
+        text = Cast("content", output_field=TextField())
+        rows = rows.annotate(search_text=text).filter(_fallback_matches(query, "search_text"))
+    try:
+        held = _holding(conversations, rows)
+    except EmptyResultSet:
+        return conversations.none()
+    return conversations.filter(titled | held)
+
+
+def _holding(conversations: QuerySet[Conversation], rows: QuerySet[DisplayMessage]) -> Q:
+    """Those of ``conversations`` that hold one of ``rows``, themselves or in a conversation
+    below them (any depth): a recursive walk down from them. ``EmptyResultSet`` when
+    ``conversations`` or ``rows`` can match nothing."""
+    table = Conversation._meta.db_table
+    connection = connections[conversations.db]
+    candidates = conversations.order_by().values("pk").query
+    found = rows.order_by().values("conversation_id").query
+    candidates_sql, candidates_params = candidates.get_compiler(connection=connection).as_sql()
+    found_sql, found_params = found.get_compiler(connection=connection).as_sql()
+    sql = (
+        f'WITH RECURSIVE tree(root, id) AS (SELECT id, id FROM "{table}" '
+        f"WHERE id IN ({candidates_sql}) UNION ALL SELECT tree.root, below.id FROM tree "
+        f'JOIN "{table}" AS below ON below.parent_id = tree.id) '
+        f"SELECT root FROM tree WHERE id IN ({found_sql})"
+    )
+    return Q(pk__in=RawSQL(sql, (*candidates_params, *found_params)))
 
 
 # --------------------------------------------------------------------------- hits

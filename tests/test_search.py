@@ -626,3 +626,77 @@ def test_the_system_check_warns_about_databases_without_an_index() -> None:
         }
     )
     assert [(m.id, "'my'" in m.msg) for m in warned] == [("murmur_conversations.W004", True)]
+
+
+# ----------------------------------------------------------------------------- the routes agree
+
+AGREEMENT_QUERIES = (
+    "tokenizer",
+    "lexer",
+    "--dry-run",
+    "数据库",
+    '"rewrote the tokenizer"',
+    "tokenizer -tabs",
+    "lexer or grandchildword",
+    "childword",
+    "grandchildword",
+    "nowhere",
+)
+
+
+@pytest.fixture
+def family(owner: User, make_conversation: MakeConversation) -> dict[str, Conversation]:
+    """Top-level conversations with subagents two levels deep, neutral titles."""
+    top = make_conversation(owner=owner, title="first")
+    child = make_conversation(owner=owner, title="second", parent=top)
+    grandchild = make_conversation(owner=owner, title="third", parent=child)
+    other = make_conversation(owner=owner, title="fourth")
+    lonely = make_conversation(owner=owner, title="fifth")
+    texts = {
+        top: ["I rewrote the tokenizer", "the tokenizer broke on tabs"],
+        child: ["childword: the lexer is fine", "try --dry-run first"],
+        grandchild: ["grandchildword 数据库索引"],
+        other: ["the lexer again", "no dry run here"],
+        lonely: ["nothing to see"],
+    }
+    for conversation, lines in texts.items():
+        for line in lines:
+            say(conversation, line)
+    return {"top": top, "child": child, "grandchild": grandchild, "other": other}
+
+
+def say(conversation: Conversation, text: str) -> None:
+    services.save_message(conversation=conversation, message={"role": "user", "content": text})
+
+
+def _listed(client: APIClient, q: str, **params: str) -> set[str]:
+    query: Params = {"q": q, "limit": 100, **params}
+    response = client.get(f"{API}conversations/", query)
+    assert response.status_code == 200, response.content
+    return {row["id"] for row in response.json()["results"]}
+
+
+@pytest.mark.parametrize("q", AGREEMENT_QUERIES)
+def test_the_list_and_search_agree_on_every_query(
+    client: APIClient, family: dict[str, Conversation], q: str
+) -> None:
+    """``conversations/?q=`` lists a conversation exactly when ``search/`` finds a row in it or
+    below it (titles here match no query): the same parser, the same matching."""
+    parents = {
+        str(pk): None if parent is None else str(parent)
+        for pk, parent in Conversation.objects.values_list("pk", "parent_id")
+    }
+
+    def line(pk: str | None) -> list[str]:  # the conversation and those above it
+        chain = []
+        while pk is not None:
+            chain.append(pk)
+            pk = parents[pk]
+        return chain
+
+    found = {hit["conversation_id"] for hit in hits(client, q, limit=100)["results"]}
+    lines = [line(each) for each in found]
+    assert _listed(client, q) == {chain[-1] for chain in lines}
+    top = str(family["top"].pk)
+    below_top = {chain[-2] for chain in lines if len(chain) > 1 and chain[-1] == top}
+    assert _listed(client, q, parent=top) == below_top
