@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from murmur_conversations import services
-from murmur_conversations.exceptions import ConversationNotFound, InvalidContent
+from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, OwnershipConflict
 from murmur_conversations.models import (
     AccessLogEntry,
     Conversation,
@@ -425,3 +425,23 @@ def test_a_fork_or_a_link_by_a_reader_who_is_not_the_owner_is_logged(
     assert surfaces == [(staff.pk, "api-fork"), (staff.pk, "api-shares")]
     fork = Conversation.objects.get(owner=staff)  # the staff member's own copy
     assert fork.forked_from_id == worked.pk
+
+
+@pytest.mark.django_db
+def test_link_fork_names_the_original_once(
+    make_conversation: MakeConversation, make_user: MakeUser
+) -> None:
+    original, other, fork = make_conversation(), make_conversation(), make_conversation()
+    before = fork.last_event_seq
+    linked = services.link_fork(conversation=fork, original=original)
+    assert linked.forked_from_id == original.pk and linked.last_event_seq == before + 1
+    assert linked.forked_at_seq is None
+    again = services.link_fork(conversation=fork, original=other.pk)  # write-once
+    assert again.forked_from_id == original.pk and again.last_event_seq == before + 1
+    assert services.link_fork(conversation=other, original=other).forked_from_id is None
+    with pytest.raises(OwnershipConflict):
+        services.link_fork(conversation=other, original=make_conversation(owner=make_user()))
+    with pytest.raises(ConversationNotFound):
+        services.link_fork(conversation=other, original="00000000-0000-4000-8000-000000000000")
+    other.refresh_from_db()
+    assert other.forked_from_id is None

@@ -301,3 +301,26 @@ def test_any_codex_fork_prefix_bills_each_token_once(
 
 def nonzero(counts: dict[str, int]) -> dict[str, int]:
     return {name: value for name, value in counts.items() if value}
+
+
+@pytest.mark.parametrize("order", ["original first", "fork first"])
+def test_a_codex_fork_links_to_its_original(tmp_path: Path, user: User, order: str) -> None:
+    """The fork names its original as forks made in the app do (``forked_from``; ``parent``
+    stays the subagent link), whichever is imported first."""
+    x = Codex(session=PARENT_ID)
+    lines, _total = turns(x, [(10, 0, 5)], {})
+    parent = [x.meta(), *lines]
+    fork, _growth = fork_lines(parent, len(parent), [(1, 0, 1)])
+    write_jsonl(tmp_path / "original" / "rollout-original.jsonl", parent)
+    write_jsonl(tmp_path / "fork" / "rollout-fork.jsonl", fork)
+    folders = ["original", "fork"] if order == "original first" else ["fork", "original"]
+    for folder in folders:
+        assert run(tmp_path / folder, "--owner", user.username)[0] == 0
+    original = Conversation.objects.get(owner=user, external_id=PARENT_ID)
+    forked = Conversation.objects.get(owner=user, external_id=FORK_ID)
+    assert forked.forked_from_id == original.pk and forked.parent_id is None
+    assert forked.metadata == {"forked_from_external_id": PARENT_ID}
+    assert original.forked_from_id is None and original.child_count == 0
+    assert run(tmp_path / "fork", "--owner", user.username, "--reread")[0] == 0
+    forked.refresh_from_db()
+    assert forked.forked_from_id == original.pk

@@ -17,6 +17,7 @@ earlier is replaced by a better one, a title a person set is left alone.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -64,6 +65,9 @@ BATCH: Final = 500
 #: Source records held, at most, while a conversation has nothing to show yet.
 HOLD_RECORDS: Final = 4 * BATCH
 _RETRIES: Final = 3
+#: The metadata key of an imported fork naming its original's key (``Begin.forked_from``), so a
+#: fork imported before its original is linked when the original comes.
+FORKED_FROM: Final = "forked_from_external_id"
 T = TypeVar("T")
 
 
@@ -142,6 +146,7 @@ class _Target:
     outside: bool = False  # a parent this source names but gives no line of
     merge: bool = False  # the key may name a conversation of the owner by id (Begin.merge)
     deleted: bool = False  # deleted since an import: its items are refused
+    forked_from: str | None = None  # the key of the original of a fork (Begin.forked_from)
 
 
 class _Writer:
@@ -255,6 +260,8 @@ class _Writer:
             parent = None if item.parent is None else _external_id(item.parent)
             call_id = item.call_id or self.links.pop(key, None)
             target = self.targets[key] = _Target(key, parent, call_id, merge=item.merge)
+            if item.forked_from and parent is None:
+                target.forked_from = _external_id(item.forked_from)
             target.deleted = self.refused_as_deleted(target)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
@@ -381,10 +388,12 @@ class _Writer:
                 Conversation.objects.filter(owner=self.owner, source=self.source, external_id=key)
             ).exists()
         )
+        origin = {FORKED_FROM: target.forked_from} if target.forked_from else None
         conversation = merged or _retry(
             lambda: services.start_conversation(
                 owner=self.owner,
                 title=title,
+                metadata=origin,
                 source=self.source,
                 external_id=key,
                 created_at=created_at,
@@ -393,6 +402,8 @@ class _Writer:
             )
         )
         target.conversation = conversation
+        if not before:
+            self._link_forks(conversation, target)
         pk = str(conversation.pk)
         if not before:
             self.created.add(pk)
@@ -405,6 +416,20 @@ class _Writer:
             if parent is not None:
                 self.outcome.children.append(pk)
         return conversation
+
+    def _link_forks(self, conversation: Conversation, target: _Target) -> None:
+        """Link a new conversation to the original it was forked from when that is stored, and
+        the stored forks that wait for it (``metadata[FORKED_FROM]`` is its key) to it."""
+        stored = Conversation.objects.filter(owner=self.owner, source=self.source)
+        if target.forked_from:
+            original = stored.filter(external_id=target.forked_from).only("pk").first()
+            if original is not None:
+                _retry(lambda: services.link_fork(conversation=conversation, original=original))
+        waiting = stored.filter(
+            **{f"metadata__{FORKED_FROM}": target.key}, forked_from__isnull=True
+        ).only("pk")
+        for fork in waiting:
+            _retry(functools.partial(services.link_fork, conversation=fork, original=conversation))
 
     def _merged(self, target: _Target) -> Conversation | None:
         """The owner's conversation whose id a merging target's key is (``Begin.merge``), else

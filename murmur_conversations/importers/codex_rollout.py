@@ -228,6 +228,8 @@ class RolloutParser(HeldUntilKeyed):
         #: line while the replay goes on (``_replaying``), else None
         self.replay_at: datetime | None = parse_time(resume.get("replay_at"))
         self.replaying = bool(resume.get("replaying"))
+        forked_from = resume.get("forked_from")
+        self.forked_from = forked_from if isinstance(forked_from, str) else None
 
     def snapshot(self) -> dict[str, Any] | None:
         """The key, whether the first prompt gave the title, unanswered tool searches, and the
@@ -241,6 +243,7 @@ class RolloutParser(HeldUntilKeyed):
             "usage_total": self.total,
             "usage_unplaced": self.unplaced,
             "model": self.model,
+            "forked_from": self.forked_from,
             "replaying": self.replaying,
             "replay_at": None if self.replay_at is None else self.replay_at.isoformat(),
         }
@@ -319,6 +322,7 @@ class RolloutParser(HeldUntilKeyed):
             forked_from = payload.get("forked_from_id") if isinstance(payload, dict) else None
             self.replaying = isinstance(forked_from, str) and bool(forked_from)
             self.replay_at = at
+            self.forked_from = forked_from if self.replaying else None
         elif self.replaying:
             self._replaying(at)
         record_type = kind[:64] if isinstance(kind, str) else "unknown"

@@ -52,6 +52,9 @@ class Begin:
     #: The key may be the id of a conversation of the owner (a frontend's list names the
     #: conversation it came from): the items then go into that conversation, whatever its source.
     merge: bool = False
+    #: The key of the conversation of this source that this one was forked from (a Codex fork's
+    #: ``forked_from_id``): linked as ``Conversation.forked_from`` when that one is stored.
+    forked_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -424,6 +427,8 @@ class HeldUntilKeyed:
         self.key: str | None = context.conversation_id or None
         self.begun = False
         self.held: list[Item] = []
+        #: the key of the conversation this one was forked from, for its ``Begin``
+        self.forked_from: str | None = None
 
     def message_index(self, line: int, previous: int, slot: int) -> tuple[int, int]:
         """``(index, slot)`` of a parsed message of 1-based ``line``; ``previous`` is the line of
@@ -447,7 +452,7 @@ class HeldUntilKeyed:
         self.held.extend(items)
         if self.key is None:
             return []
-        out: list[Item] = [] if self.begun else [Begin(self.key)]
+        out: list[Item] = [] if self.begun else [Begin(self.key, forked_from=self.forked_from)]
         self.begun = True
         previous, slot = -1, 0
         for item in self.held:

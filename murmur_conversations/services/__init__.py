@@ -55,7 +55,7 @@ from murmur_conversations.services.feedback import (
     clear_feedback,
     set_feedback,
 )
-from murmur_conversations.services.forking import fork_conversation
+from murmur_conversations.services.forking import fork_conversation, link_fork
 from murmur_conversations.services.importing import (
     forget_imported_source,
     remember_imported_source,
@@ -101,6 +101,7 @@ __all__ = [
     "adelete_conversation",
     "aforget_imported_source",
     "afork_conversation",
+    "alink_fork",
     "alog_access",
     "alog_accesses",
     "answer_pending_ask",
@@ -129,6 +130,7 @@ __all__ = [
     "delete_conversation",
     "forget_imported_source",
     "fork_conversation",
+    "link_fork",
     "log_access",
     "log_accesses",
     "place_hold",
@@ -171,6 +173,7 @@ abroadcast_delta = sync_to_async(broadcast_delta)
 acreate_share = sync_to_async(create_share)
 arevoke_share = sync_to_async(revoke_share)
 afork_conversation = sync_to_async(fork_conversation)
+alink_fork = sync_to_async(link_fork)
 aset_feedback = sync_to_async(set_feedback)
 aclear_feedback = sync_to_async(clear_feedback)
 aremember_imported_source = sync_to_async(remember_imported_source)

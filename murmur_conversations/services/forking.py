@@ -26,7 +26,11 @@ from django.db import router, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.exceptions import (
+    ConversationNotFound,
+    InvalidContent,
+    OwnershipConflict,
+)
 from murmur_conversations.models import (
     ContentType,
     Conversation,
@@ -47,6 +51,7 @@ from murmur_conversations.services.writing import (
     database_errors,
     lock_conversation,
     owner_pk,
+    writing,
 )
 from murmur_conversations.validation import check_short_string
 
@@ -312,3 +317,32 @@ def fork_conversation(
         fork.save(using=using, update_fields=["tool_call_count", "held_results"])
         announce_saved(fork, using, fork.last_event_seq)
     return fork
+
+
+def link_fork(*, conversation: ConversationRef, original: ConversationRef) -> Conversation:
+    """Name ``original`` (a Conversation or its id) as the conversation ``conversation`` was
+    forked from (``forked_from``), as an imported fork learns it from its log (a Codex rollout's
+    ``forked_from_id``); ``forked_at_seq`` stays null (the log names no display row). Write-once:
+    a conversation that names an original already, or names itself, is returned unchanged;
+    otherwise one event_seq and ``conversation_updated``. Raises ``ConversationNotFound`` when
+    either does not exist, ``OwnershipConflict`` when their owners differ, ``WriteConflict``."""
+    original_pk = conversation_pk(original)
+    with writing(conversation) as write:
+        write.keep_times = True
+        locked = write.conversation
+        if locked.forked_from_id is not None or locked.pk == original_pk:
+            return locked
+        owners = list(
+            Conversation.objects.using(write.using)
+            .filter(pk=original_pk)
+            .values_list("owner_id", flat=True)
+        )
+        if not owners:
+            raise ConversationNotFound(f"conversation {original_pk} does not exist")
+        if owners[0] != locked.owner_id:
+            raise OwnershipConflict("a fork and its original must have the same owner")
+        locked.forked_from_id = original_pk
+        write.extra_fields.add("forked_from")
+        write.take_event()
+        write.conversation_updated = True
+    return write.conversation
