@@ -269,6 +269,13 @@ def test_the_package_data_is_used_never_a_fetched_one() -> None:
         data_snapshot.set_custom_snapshot(None)
 
 
+@settings(max_examples=100, deadline=None)
+@given(model=st.text(max_size=255) | st.sampled_from(["gpt-5.5-2026-01-01", "openai/gpt-5.5"]))
+def test_any_model_name_has_a_price_or_none_never_an_error(model: str) -> None:
+    rates = prices.PriceBook().rates(model)
+    assert rates is None or (rates.source == prices.GENAI_PRICES and rates.input >= 0)
+
+
 def test_prices_setting_overrides_adds_and_removes() -> None:
     book = prices.PriceBook(
         {
