@@ -20,12 +20,17 @@ from urllib.parse import quote
 
 import pytest
 from django.apps import apps
+from django.contrib import admin
 from django.contrib.auth.models import User
 from django.db import models
+from django.test import Client
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework.test import APIClient
 
 from murmur_conversations import exporters, services, signals
+from murmur_conversations.importers import registry
 from murmur_conversations.logfilters import RedactQueryStrings
 from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord
 from murmur_conversations.redaction import Pieces, redact
@@ -338,11 +343,72 @@ def _import_files(tmp: Path) -> list[Path]:
         },
     }
     files.append(write_lines(tmp / "muse.jsonl", json.dumps(muse)))
+    call = {"name": "shell", "arguments": json.dumps(arguments)}
+    files.append(
+        write_json(
+            tmp / "vercel.json",
+            {
+                "id": "chat-1",
+                "messages": [
+                    {"id": "m1", "role": "user", "parts": [{"type": "text", "text": prompt}]},
+                    {
+                        "id": "m2",
+                        "role": "assistant",
+                        "parts": [
+                            {
+                                "type": "tool-shell",
+                                "toolCallId": "c1",
+                                "state": "input-available",
+                                "input": arguments,
+                            }
+                        ],
+                    },
+                ],
+            },
+        )
+    )
+    files.append(
+        write_json(
+            tmp / "agui.json",
+            {
+                "threadId": "thread-1",
+                "runId": "run-1",
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+                "messages": [
+                    {"id": "u1", "role": "user", "content": prompt},
+                    {
+                        "id": "a1",
+                        "role": "assistant",
+                        "content": "",
+                        "toolCalls": [{"id": "c1", "type": "function", "function": call}],
+                    },
+                ],
+            },
+        )
+    )
+    files.append(
+        write_json(
+            tmp / "items.json",
+            [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": prompt}],
+                },
+                {"type": "function_call", "id": "fc_1", "call_id": "call_1", **call},
+            ],
+        )
+    )
     return files
 
 
-def _plant_everywhere(user: User, tmp: Path) -> list[Conversation]:
-    """Secrets through every entry point: services, REST writes, every import format."""
+def _plant_everywhere(user: User, tmp: Path, shared: list[str]) -> list[Conversation]:
+    """Secrets through every entry point: services, REST writes, every import format; the
+    share links' tokens are added to ``shared``."""
     s = SECRETS
     chat = services.start_conversation(
         owner=user,
@@ -420,11 +486,15 @@ def _plant_everywhere(user: User, tmp: Path) -> list[Conversation]:
     assert feedback.status_code in (200, 201), feedback.content
     share = client.post(url(chat.pk, "shares/"), {"mode": "snapshot"}, format="json")
     assert share.status_code == 201, share.content
+    live = client.post(url(chat.pk, "shares/"), {"mode": "live"}, format="json")
+    assert live.status_code == 201, live.content
+    shared.extend([share.json()["token"], live.json()["token"]])
     fork = client.post(url(chat.pk, "fork/"), {"at_seq": row.seq}, format="json")
     assert fork.status_code == 201, fork.content
     services.place_hold(conversation=chat, reason=_secret_text("aws-access-key"))
     for path in _import_files(tmp):
-        code, _out, err = run(path, "--owner", user.username)
+        forced = ["--format", "anthropic"] if path.name == "anthropic.json" else []
+        code, _out, err = run(path, "--owner", user.username, *forced)
         assert code == 0, err
         assert not leaks(err), err
     return list(Conversation.objects.all())
@@ -468,31 +538,54 @@ def test_the_sweep_covers_every_text_and_json_column() -> None:
 
 def test_secrets_planted_everywhere_are_found_nowhere(user: User, tmp_path: Path) -> None:
     deltas: list[str] = []
+    shared: list[str] = []
 
     def heard(sender: Any, text: str, **kwargs: Any) -> None:
         deltas.append(text)
 
     signals.delta.connect(heard, weak=False)
     try:
-        conversations = _plant_everywhere(user, tmp_path)
+        conversations = _plant_everywhere(user, tmp_path, shared)
     finally:
         signals.delta.disconnect(heard)
     assert deltas and not leaks("".join(deltas))
-    assert len(conversations) >= 10
+    assert len(conversations) >= 13
+    sources = {c.source for c in conversations}
+    assert set(registry.FORMAT_NAMES) <= sources | {"claude-code", "codex"}, sources
     assert sweep_columns() == {}
     client = token_client(user)
     for conversation in conversations:
         for fmt in ("murmur", "openai", "anthropic"):
             exported = "".join(getattr(exporters, f"export_{fmt}")(conversation))
             assert not leaks(exported), (fmt, conversation.source)
-        for route in ("", "display-messages/", "record/", "transcript/", "pending/", "tool-calls/"):
+        routes = ("", "display-messages/", "record/", "transcript/", "pending/", "tool-calls/")
+        for route in (*routes, "shares/", "access-log/"):
             response = client.get(url(conversation.pk, route))
             assert response.status_code == 200, response.content
             assert not leaks(response.content.decode()), route
+    for token in shared:
+        response = APIClient().get(f"/api/shared/{token}/")
+        assert response.status_code == 200, response.content
+        assert not leaks(response.content.decode()), token
     for path in ("conversations/", "usage/?group_by=model", "search/?q=deploy"):
         response = client.get(f"/api/{path}")
         assert response.status_code == 200, (path, response.content)
         assert not leaks(response.content.decode()), path
+    staff = Client()
+    staff.force_login(User.objects.create_superuser("sweeper", password="pw"))
+    pages = [
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        for model in admin.site._registry
+        if model._meta.app_label == "murmur_conversations"
+    ]
+    pages += [
+        reverse("admin:murmur_conversations_conversation_change", args=[c.pk])
+        for c in conversations
+    ]
+    for page in [*pages, pages[0] + "?q=deploy"]:
+        response = staff.get(page)
+        assert response.status_code == 200, page
+        assert not leaks(response.content.decode()), page
 
 
 def test_the_sweep_finds_a_secret_written_around_redaction(conversation: Conversation) -> None:
