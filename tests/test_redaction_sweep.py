@@ -583,9 +583,9 @@ def test_secrets_planted_everywhere_are_found_nowhere(user: User, tmp_path: Path
         for c in conversations
     ]
     for page in [*pages, pages[0] + "?q=deploy"]:
-        response = staff.get(page)
-        assert response.status_code == 200, page
-        assert not leaks(response.content.decode()), page
+        html = staff.get(page)
+        assert html.status_code == 200, page
+        assert not leaks(html.content.decode()), page
 
 
 def test_the_sweep_finds_a_secret_written_around_redaction(conversation: Conversation) -> None:
