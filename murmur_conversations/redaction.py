@@ -523,8 +523,11 @@ class Redactor:
             return None
         base = max(0, word - _OPEN_CONTEXT)
         tail = text[base:]
-        if word == len(text) and not (self.keyword and _KEYWORD_KEY.search(tail)):
-            return None  # ends between words, no keyword waiting for its value
+        plain = word == len(text) or _PLAIN_WORD.fullmatch(text, word) is not None
+        if plain and not (self.keyword and _KEYWORD_KEY.search(tail)):
+            # a word of prose (or none), no keyword waiting for its value: at most the few
+            # public lower-case letters a token starts with (``ghp``, ``sk``) end the text
+            return None
         starts = []
         for continuation in _continuations():
             probe = tail + continuation
@@ -538,6 +541,14 @@ class Redactor:
                     if match.start() >= len(tail):
                         break
         return base + min(starts) if starts else None
+
+    def crossing(self, text: str, boundary: int) -> int:
+        """The end of the furthest secret found in ``text`` that begins before ``boundary`` and
+        ends after it (0: none): the part of a secret a piece starting at ``boundary`` holds."""
+        spans = self._pem(text) if self.pem else []
+        for stage in self.stages:
+            spans.extend(stage.find(text))
+        return max((end for start, end, _ in spans if start < boundary < end), default=0)
 
     def cut_text(self, text: str, counts: Counter[str]) -> str:
         """A text that stops mid-way (a piece of one arriving in pieces): redacted, and a secret
@@ -766,6 +777,57 @@ def _common_prefix(one: str, other: str) -> int:
         if a != b:
             return index
     return min(len(one), len(other))
+
+
+class StoredPieces:
+    """One text arriving in pieces that are each stored (the kept lines of a streamed answer,
+    one increment per line): :meth:`add` returns the piece as it may be stored. A piece that may
+    lie wholly inside a secret begun before it is replaced whole; the part of a secret begun
+    before it that it ends, and a secret it may stop inside (``Redactor.cut_text``), become
+    ``[REDACTED:partial]``; the rest is redacted as usual. Only pieces a secret touches change."""
+
+    def __init__(self) -> None:
+        self.tail = ""  # the end of the text so far, raw
+
+    def add(self, piece: str) -> str:
+        redactor = current()
+        if not redactor.enabled:
+            return piece
+        before, text = len(self.tail), self.tail + piece
+        self.tail = text[-_OPEN_TAIL:]
+        counts: Counter[str] = Counter()
+        marker = f"{MARKER_PREFIX}{PARTIAL}]"
+        begun = redactor.open_at(text)
+        if begun is not None and begun < before:
+            return marker  # the whole piece may belong to a secret that goes on
+        end = redactor.crossing(text, before) if before else 0
+        stored = marker + piece[end - before :] if end else piece
+        return redactor.cut_text(stored, counts)
+
+
+def replace_in_line(raw: str, old: str, new: str) -> str:
+    """A JSON line with each string value equal to ``old`` replaced by ``new`` (compact JSON,
+    ``jsonenc``); ``raw`` itself when it is not JSON or holds no such value."""
+    if old == new:
+        return raw
+    try:
+        parsed = jsonenc.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    found = [False]
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str) and value == old:
+            found[0] = True
+            return new
+        if isinstance(value, dict):
+            return {key: walk(member) for key, member in value.items()}
+        if isinstance(value, list):
+            return [walk(member) for member in value]
+        return value
+
+    replaced = walk(parsed)
+    return jsonenc.dumps(replaced) if found[0] else raw
 
 
 #: The most text :class:`Pieces` keeps of one stream.

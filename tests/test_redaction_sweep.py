@@ -33,7 +33,7 @@ from murmur_conversations import exporters, services, signals
 from murmur_conversations.importers import registry
 from murmur_conversations.logfilters import RedactQueryStrings
 from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord
-from murmur_conversations.redaction import Pieces, redact
+from murmur_conversations.redaction import Pieces, StoredPieces, redact
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
 from tests.api_helpers import token_client, url
 from tests.import_helpers import run, write_json, write_lines
@@ -212,6 +212,46 @@ def test_a_line_cut_inside_a_secret_keeps_no_prefix_of_it(name: str, keep: int) 
 def test_ordinary_text_cut_short_is_kept() -> None:
     line = json.dumps({"type": "item.updated", "item": {"id": "item_1", "text": "Running the te"}})
     assert redact(line, source_line=True, cut=True).value == line
+
+
+def _stream_event(text: str) -> str:
+    event = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}}
+    return json.dumps({"type": "stream_event", "session_id": "st-9", "event": event})
+
+
+@pytest.mark.parametrize("cuts", [(5, 12), (9, 30), (4, 8, 20, 40), (16,)])
+def test_increments_kept_as_lines_keep_no_part_of_a_split_secret(
+    user: User, tmp_path: Path, cuts: tuple[int, ...]
+) -> None:
+    text = "use key " + SECRETS["github-token"] + " then go on"
+    pieces, position = [], 0
+    for cut in [*cuts, len(text)]:
+        if text[position:cut]:
+            pieces.append(text[position:cut])
+        position = max(position, cut)
+    plain = [_stream_event("Hello"), _stream_event(" there, file.py")]
+    path = write_lines(
+        tmp_path / "stream.jsonl",
+        json.dumps({"type": "system", "subtype": "init", "session_id": "st-9", "cwd": "/t"}),
+        json.dumps(
+            {"type": "user", "message": {"role": "user", "content": "hi"}, "session_id": "st-9"}
+        ),
+        *plain,
+        *(_stream_event(piece) for piece in pieces),
+    )
+    code, _out, err = run(path, "--owner", user.username)
+    assert code == 0, err
+    raws = list(SourceRecord.objects.order_by("line_number").values_list("raw", flat=True))
+    assert not leaks("".join(raws)), raws
+    assert raws[2:4] == plain  # increments no secret touches are kept byte for byte
+
+
+def test_stored_pieces_replace_only_what_a_secret_touches() -> None:
+    pieces = StoredPieces()
+    secret = SECRETS["aws-access-key"]
+    stored = [pieces.add(p) for p in ("the key ", secret[:6], secret[6:14], secret[14:], " ok")]
+    assert stored[0] == "the key " and stored[-1] == " ok"
+    assert not leaks("".join(stored)) and all(secret[:6] not in p for p in stored)
 
 
 # --------------------------------------------------------------------------- the sweep

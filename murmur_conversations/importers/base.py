@@ -56,7 +56,12 @@ from murmur_conversations.importers.records import (
 )
 from murmur_conversations.messages import NormalizedMessage, normalize_message
 from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
-from murmur_conversations.redaction import redact, redact_and_cut
+from murmur_conversations.redaction import (
+    StoredPieces,
+    redact,
+    redact_and_cut,
+    replace_in_line,
+)
 from murmur_conversations.selectors import parse_conversation_id
 from murmur_conversations.usage import read_usage
 
@@ -171,6 +176,8 @@ class _Writer:
         self.source = source
         self.dry_run = dry_run
         self.live = live
+        #: The streams of this import's kept increments, by (conversation key, stream id).
+        self.pieces: dict[tuple[str, str], StoredPieces] = {}
         self.report = report
         self.outcome = outcome
         self.targets: dict[str, _Target] = {}
@@ -544,6 +551,8 @@ class _Writer:
             target.unknown_held = True
         if item.subagent is not None:
             self.outcome.subagent_lines += 1
+        if len(target.records) >= BATCH:  # before: the record stays for its line's increment
+            self.flush()
         target.records.append(
             {
                 "source_key": item.source_key,
@@ -553,8 +562,6 @@ class _Writer:
                 **({"cut": True} if item.cut else {}),
             }
         )
-        if len(target.records) >= BATCH:
-            self.flush()
 
     def flush(self, target: _Target | None = None, *, force: bool = False) -> None:
         """Write the messages and source records held for ``target`` (default: the current one)
@@ -743,12 +750,24 @@ class _Writer:
             self.problem(Problem(item.line, f"feedback not saved: {error}"))
 
     def delta(self, item: Delta) -> None:
+        self.store_piece(item)
         if not self.live or self.dry_run:
             return
         self.flush()
         services.broadcast_delta(
             conversation=self.ensure(), stream_id=item.stream_id, text=item.text
         )
+
+    def store_piece(self, item: Delta) -> None:
+        """The kept line of a streamed increment (the record just kept) stores its text redacted
+        with the stream's text before it (``redaction.StoredPieces``): a secret split across
+        lines leaves no part of it in either."""
+        target = self.current
+        pieces = self.pieces.setdefault((target.key, item.stream_id), StoredPieces())
+        stored = pieces.add(item.text)
+        if stored != item.text and target.records:
+            record = target.records[-1]
+            record["raw"] = replace_in_line(record["raw"], item.text, stored)
 
     def close_open_calls(self) -> None:
         """Write what is held for every conversation of the source, then calls still ``pending``
