@@ -8,6 +8,16 @@ source record under the message id), else compact JSON (``ensure_ascii=False``) 
 whenever true), ``source_id`` when set, then the ``extra`` keys in stored order. Importing that output
 as murmur and exporting again gives the same bytes. Reads go in chunks, so memory stays bounded.
 
+A murmur export is a fixed point of export then import (docs/formats.md "Export"): before the
+record comes the conversation line ``{"type": "murmur.conversation", "title", "created_at",
+"saved_at", "status"}`` (and ``pending_ask`` when set), and before each chunk of record lines a
+times line ``{"type": "murmur.times", "times": {message_id: ISO 8601 time}}`` dating them. After
+the conversation's own lines (its feedback last) come its children (subagents), oldest first, each
+as the same lines whose conversation line also names it: ``key`` (its key in the export),
+``parent`` (its parent's key, null for the exported conversation) and ``call_id`` (the launching
+call, or null); theirs follow in turn. ``record_only`` gives the record lines alone: the stored
+lines of a murmur import, byte for byte.
+
 After the record come the conversation's feedback lines (docs/formats.md "Feedback"), one per
 user and display row: ``{"type": "murmur.feedback", "message_id", "part", "rating", "comment",
 "user"}``, where ``part`` is the row's 0-based place among the display rows of that record message
@@ -34,7 +44,7 @@ from murmur_conversations.models import (
     Message,
     SourceRecord,
 )
-from murmur_conversations.representations import record_message
+from murmur_conversations.representations import iso, record_message
 
 CHUNK: Final = 500
 MURMUR: Final = "murmur"
@@ -42,6 +52,10 @@ OPENAI: Final = "openai"
 ANTHROPIC: Final = "anthropic"
 #: The ``type`` of a feedback line of a murmur export (``importers.murmur.FEEDBACK_TYPE``).
 FEEDBACK_RECORD: Final = "murmur.feedback"
+#: The ``type`` of a murmur export's conversation line (``importers.murmur.CONVERSATION_TYPE``).
+CONVERSATION_RECORD: Final = "murmur.conversation"
+#: The ``type`` of a murmur export's times line (``importers.murmur.TIMES_TYPE``).
+TIMES_RECORD: Final = "murmur.times"
 #: Message keys the OpenAI Chat Completions API knows besides role, content and tool_call_id.
 OPENAI_KEYS: Final = ("name", "tool_calls", "refusal", "audio", "function_call")
 
@@ -68,10 +82,77 @@ def murmur_message(message: Message) -> dict[str, Any]:
     return record_message(message)
 
 
-def export_murmur(conversation: Conversation, *, feedback: bool = True) -> Iterator[str]:
-    """The conversation as murmur JSON Lines, one ``\\n``-terminated line per record message, then
-    (unless ``feedback`` is false) one per feedback (:func:`feedback_lines`)."""
+def export_murmur(
+    conversation: Conversation, *, feedback: bool = True, record_only: bool = False
+) -> Iterator[str]:
+    """The conversation as murmur JSON Lines (the module docstring): its conversation line, then
+    per chunk a times line and one ``\\n``-terminated line per record message, then (unless
+    ``feedback`` is false) one per feedback (:func:`feedback_lines`), then its children's lines,
+    depth first. ``record_only``: the record lines alone."""
+    if record_only:
+        yield from _murmur_record(conversation, times=False)
+        return
+    yield from _murmur_tree(conversation, None, feedback=feedback)
+
+
+def _murmur_tree(
+    conversation: Conversation, place: tuple[str, str | None] | None, *, feedback: bool
+) -> Iterator[str]:
+    """The lines of ``conversation`` and its descendants; ``place`` is ``(its key, its parent's
+    key)`` for a child, None for the exported conversation."""
+    yield jsonenc.dumps(conversation_line(conversation, place))
+    yield "\n"
+    yield from _murmur_record(conversation, times=True)
+    if feedback:
+        for line in feedback_lines(conversation):
+            yield jsonenc.dumps(line)
+            yield "\n"
+    here = None if place is None else place[0]
+    children = Conversation.objects.filter(parent=conversation).order_by("created_at", "pk")
+    for child in list(children):
+        key = child_key(child, conversation)
+        yield from _murmur_tree(
+            child, (key if here is None else f"{here}/{key}", here), feedback=feedback
+        )
+
+
+def child_key(child: Conversation, parent: Conversation) -> str:
+    """A child's key below its parent in a murmur export: its ``external_id`` without the
+    parent's ``external_id/`` in front (how importers key children), else its id. Importing gives
+    the child the external id ``<the parent's key>/<this>``, so exporting again gives the same."""
+    own = child.external_id or str(child.pk)
+    prefix = f"{parent.external_id}/" if parent.external_id else ""
+    return own[len(prefix) :] if prefix and own.startswith(prefix) and own != prefix else own
+
+
+def conversation_line(
+    conversation: Conversation, place: tuple[str, str | None] | None = None
+) -> dict[str, Any]:
+    """The conversation line of a murmur export: ``type``, then for a child ``key``, ``parent``
+    and ``call_id``, then ``title``, ``created_at``, ``saved_at`` (ISO 8601, UTC), ``status`` and
+    ``pending_ask`` when set."""
+    line: dict[str, Any] = {"type": CONVERSATION_RECORD}
+    if place is not None:
+        line["key"], line["parent"] = place
+        line["call_id"] = conversation.parent_call_id or None
+    line.update(
+        title=conversation.title,
+        created_at=iso(conversation.created_at),
+        saved_at=iso(conversation.saved_at),
+        status=conversation.status,
+    )
+    if conversation.pending_ask is not None:
+        line["pending_ask"] = conversation.pending_ask
+    return line
+
+
+def _murmur_record(conversation: Conversation, *, times: bool) -> Iterator[str]:
+    """The record lines of ``conversation``, each chunk after its times line when ``times``."""
     for chunk in _messages(conversation):
+        if times:
+            stamps = {m.message_id: iso(m.created_at) for m in chunk}
+            yield jsonenc.dumps({"type": TIMES_RECORD, "times": stamps})
+            yield "\n"
         raw: dict[str, str] = {}
         if conversation.source == MURMUR:
             raw = dict(
@@ -83,10 +164,6 @@ def export_murmur(conversation: Conversation, *, feedback: bool = True) -> Itera
             )
         for message in chunk:
             yield raw.get(message.message_id) or jsonenc.dumps(murmur_message(message))
-            yield "\n"
-    if feedback:
-        for line in feedback_lines(conversation):
-            yield jsonenc.dumps(line)
             yield "\n"
 
 

@@ -62,13 +62,14 @@ def export(conversation: Conversation, *args: str) -> str:
 
 
 def reimport(user: User, text: str, fmt: str) -> Conversation:
-    """Import ``text`` from stdin as ``fmt`` for ``user``; the conversation it created."""
+    """Import ``text`` from stdin as ``fmt`` for ``user``; the top-level conversation it created
+    (a murmur export brings its children too)."""
     before = set(Conversation.objects.values_list("pk", flat=True))
     code, _, err = run(
         "-", "--owner", user.username, "--format", fmt, stdin=io.BytesIO(text.encode("utf-8"))
     )
     assert (code, err) == (0, "")
-    [created] = Conversation.objects.exclude(pk__in=before)
+    [created] = Conversation.objects.exclude(pk__in=before).filter(parent__isnull=True)
     return created
 
 

@@ -4,7 +4,8 @@
 Messages are validated one by one (``messages.normalize_message``) before any write, so a bad
 message is reported with its line and never fails its neighbours; good ones are written in batches
 through ``services.save_messages`` (one transaction each, with their source records). Memory is
-bounded by one batch, whatever the file size. Re-importing adds nothing: message ids and source keys
+bounded by one batch and the items read ahead for a file's first line time (``LOOKAHEAD``; one
+clock per file: docs/formats.md "Times"), whatever the file size. Re-importing adds nothing: message ids and source keys
 are de-duplicated by the services, tool moves already made are skipped. When the source ends, calls
 left ``pending`` or ``executing`` become ``interrupted`` (``log_ended``).
 
@@ -36,6 +37,7 @@ from murmur_conversations.exceptions import (
     WriteConflict,
 )
 from murmur_conversations.importers.records import (
+    TITLE_EXPORTED,
     Begin,
     Delta,
     Item,
@@ -69,6 +71,13 @@ from murmur_conversations.usage import read_usage
 BATCH: Final = 500
 #: Source records held, at most, while a conversation has nothing to show yet.
 HOLD_RECORDS: Final = 4 * BATCH
+#: Items a file import reads ahead for its first line time before it writes (docs/formats.md
+#: "Times"): none in them, and the file is dated by its modification time throughout.
+LOOKAHEAD: Final = 4 * BATCH
+#: ``Conversation.metadata["clock"]`` of a conversation an import dated without line times: by
+#: the file's modification time (``"file"``) or, for stdin, by the time of the import
+#: (``"import"``). Absent: dated by the log's own times.
+CLOCK_KEY: Final = "clock"
 _RETRIES: Final = 3
 #: The metadata key of an imported fork naming its original's key (``Begin.forked_from``), so a
 #: fork imported before its original is linked when the original comes.
@@ -186,6 +195,9 @@ class _Writer:
         self.touched: dict[str, Conversation] = {}
         self.max_content = app_settings.max_content_bytes
         self.fallback_time = fallback_time
+        #: Line times are ignored: the file has none in its head (``choose_clock``), so every
+        #: row takes ``fallback_time`` (one clock per file, never two).
+        self.file_clock = False
         self.last_time: datetime | None = None  # the latest line time seen in this source
         self.ended_at: dict[str, datetime] = {}  # conversation id -> time of its last item
         self.created: set[str] = set()  # conversations this import created
@@ -209,8 +221,25 @@ class _Writer:
             problem = Problem(problem.line, reason, shown)
         self.report(problem)
 
+    def choose_clock(self, items: list[Item], *, final: bool) -> bool:
+        """Decide the clock of this file from the items read ahead (before any is written): the
+        first line time among them dates what comes before it (``fallback_time``); with none, and
+        the source ended (``final``) or ``LOOKAHEAD`` items read, the file's modification time
+        dates every row (``file_clock``). True once decided."""
+        first = next((at for at in map(_item_time, items) if at is not None), None)
+        if first is not None:
+            self.fallback_time = first
+            return True
+        if final or len(items) >= LOOKAHEAD:
+            self.file_clock = True
+            return True
+        return False
+
     def time(self, at: datetime | None) -> datetime | None:
-        """The time of an item: its own, else the nearest earlier line's, else the fallback."""
+        """The time of an item: its own, else the nearest earlier line's, else the fallback (the
+        file's first line time, or on the file's clock its modification time)."""
+        if self.file_clock:
+            return self.fallback_time
         if at is not None:
             self.last_time = at
             if self.target is not None and self.target.first_time is None:
@@ -272,6 +301,8 @@ class _Writer:
             target.deleted = self.refused_as_deleted(target)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
+        if item.created_at is not None and target.first_time is None and not self.file_clock:
+            target.first_time = item.created_at
         self.target = target
 
     def refused_as_deleted(self, target: _Target) -> bool:
@@ -360,8 +391,9 @@ class _Writer:
             self.problem(Problem(None, f"call {call_id!r} of {key!r} not linked: {error}"))
 
     def best_title(self, target: _Target) -> str:
-        """The best ``Title`` so far, else the first user text held (wrappers removed)."""
-        if target.title is not None and target.title.text:
+        """The best ``Title`` so far (an exported one even when empty), else the first user text
+        held (wrappers removed)."""
+        if target.title is not None and (target.title.text or target.title.rank == TITLE_EXPORTED):
             return redact_and_cut(target.title.text, 255).value
         return next(
             (
@@ -395,12 +427,14 @@ class _Writer:
                 Conversation.objects.filter(owner=self.owner, source=self.source, external_id=key)
             ).exists()
         )
-        origin = {FORKED_FROM: target.forked_from} if target.forked_from else None
+        origin: dict[str, Any] = {FORKED_FROM: target.forked_from} if target.forked_from else {}
+        if self.file_clock:
+            origin[CLOCK_KEY] = self._clock_name()
         conversation = merged or _retry(
             lambda: services.start_conversation(
                 owner=self.owner,
                 title=title,
-                metadata=origin,
+                metadata=origin or None,
                 source=self.source,
                 external_id=key,
                 created_at=created_at,
@@ -445,6 +479,10 @@ class _Writer:
         if pk is None or self.owner is None:
             return None
         return Conversation.objects.filter(pk=pk, owner=self.owner).first()
+
+    def _clock_name(self) -> str:
+        """The ``CLOCK_KEY`` value of a conversation dated without line times."""
+        return "import" if self.fallback_time is None else "file"
 
     def _exists(self, target: _Target) -> bool:
         """Whether the conversation of ``target`` exists already."""
@@ -803,6 +841,12 @@ class _Writer:
         return True
 
 
+def _item_time(item: Item) -> datetime | None:
+    """The line time an item carries (``at``), if any."""
+    at = getattr(item, "at", None)
+    return at if isinstance(at, datetime) else None
+
+
 def interrupt_open_calls(conversation_ids: Iterable[str]) -> int:
     """Calls still ``pending`` or ``executing`` in these conversations become ``interrupted``
     (``log_ended``) at the time of the conversation's last change: what ``--follow`` on folders
@@ -853,12 +897,24 @@ def run_import(
         final=final,
         restore_deleted=restore_deleted,
     )
+    ahead: list[Item] | None = None if live else []  # read ahead for the file's clock
     for line in lines:
-        for item in parser.feed(line):
+        items = parser.feed(line)
+        if ahead is not None:
+            ahead.extend(items)
+            if not writer.choose_clock(ahead, final=False):
+                continue
+            items, ahead = ahead, None
+        for item in items:
             writer.handle(item)
         if live:
             writer.flush()  # a live stream shows each line as it completes
-    for item in parser.finish():
+    items = parser.finish()
+    if ahead is not None:
+        ahead.extend(items)
+        writer.choose_clock(ahead, final=True)
+        items = ahead
+    for item in items:
         writer.handle(item)
     writer.close_open_calls()
     return outcome

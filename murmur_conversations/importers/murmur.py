@@ -5,8 +5,13 @@ Each line is one message as it entered the model context and is stored as it is;
 kept as a source record under the message id, so ``export_conversation`` gives it back byte for
 byte. The conversation key is ``<record>/<context-id>`` from a ``.../<record>/<context-id>/
 conversation.jsonl`` path, else ``--conversation-id``, else the first message's id. A JSON object
-without a string ``role`` is not a message: it is kept as an unknown record, except the feedback
-lines of an export (``"type": "murmur.feedback"``), which are read back as feedback.
+without a string ``role`` is not a message: it is kept as an unknown record, except the lines of
+an export (``exporters``), each kept as a source record of its type and read back: feedback
+(``"type": "murmur.feedback"``) through ``services.set_feedback``; the conversation line
+(``murmur.conversation``: its title, ``created_at`` dating it, its status set at its ``saved_at``
+when its lines end) and times lines (``murmur.times``: the time of each message, by id, before the
+uuid-v7 of its id). A conversation line with a ``key`` starts a child, keyed
+``<the exported conversation's key>/<key>``, whose parent is the one its ``parent`` names.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from murmur_conversations.importers.records import (
+    TITLE_EXPORTED,
     Begin,
     Item,
     Kept,
@@ -23,6 +29,8 @@ from murmur_conversations.importers.records import (
     Problem,
     Rated,
     SourceLine,
+    StatusChange,
+    Title,
     excerpt,
     known,
     parse_line,
@@ -38,6 +46,10 @@ FILE_NAME = "conversation.jsonl"
 #: of Django, so it names the value itself).
 FEEDBACK_TYPE = "murmur.feedback"
 FEEDBACK_KEYS = frozenset({"type", "message_id", "part", "rating", "comment", "user"})
+#: The ``type`` of an export's conversation line (``exporters.CONVERSATION_RECORD``).
+CONVERSATION_TYPE = "murmur.conversation"
+#: The ``type`` of an export's times line (``exporters.TIMES_RECORD``).
+TIMES_TYPE = "murmur.times"
 
 
 def read_feedback(value: dict[str, Any], line: SourceLine) -> Rated | Problem:
@@ -77,9 +89,14 @@ class MurmurParser:
 
     def __init__(self, context: ParseContext) -> None:
         self.key = path_key(context.path_parts) or context.conversation_id or None
+        self.root: str | None = None  # the exported conversation's key, once known
         self.held: list[tuple[dict[str, Any], SourceLine]] = []  # before the first message
         self.begun = False
         self.index = 0
+        #: The conversation line of the conversation being read (an export), if any.
+        self.header: dict[str, Any] | None = None
+        #: Message times of an export's times lines, by message id, not used yet.
+        self.times: dict[str, datetime] = {}
 
     def feed(self, line: SourceLine) -> list[Item]:
         """One line: a message (kept with its raw line), an unknown record, or a problem."""
@@ -87,6 +104,12 @@ class MurmurParser:
         if isinstance(value, Problem):
             self.index += 1
             return [value]
+        if value.get("type") == TIMES_TYPE and not isinstance(value.get("role"), str):
+            self._read_times(value)
+        elif value.get("type") == CONVERSATION_TYPE and not isinstance(value.get("role"), str):
+            if isinstance(value.get("key"), str) and value["key"]:
+                return self._child(value, line)
+            self.header = value
         if self.key is None:
             if not isinstance(value.get("role"), str):
                 self.held.append((value, line))
@@ -101,21 +124,85 @@ class MurmurParser:
         return self._items(value, line)
 
     def finish(self) -> list[Item]:
-        """Unknown records of a record without any message still land (keyed by their hash)."""
+        """Unknown records of a record without any message still land (keyed by their hash);
+        the last conversation's status is set."""
+        items = self._release()
+        return [*items, *self._status()]
+
+    def _release(self) -> list[Item]:
+        """The lines held before the first message, keyed by their hash when none came."""
         if not self.held:
             return []
-        self.key = sha256_hex([value for value, _ in self.held])
+        if self.key is None:
+            self.key = sha256_hex([value for value, _ in self.held])
         held, self.held = self.held, []
         items: list[Item] = []
         for value, line in held:
             items.extend(self._items(value, line))
         return items
 
+    def _read_times(self, value: dict[str, Any]) -> None:
+        """Remember the message times of an export's times line (unreadable ones are left out:
+        those messages are dated as any other line)."""
+        times = value.get("times")
+        for message_id, text in times.items() if isinstance(times, dict) else ():
+            at = parse_time(text)
+            if at is not None:
+                self.times[str(message_id)] = at
+
+    def _status(self) -> list[Item]:
+        """The status of the conversation read so far (an export's conversation line), set at
+        its ``saved_at``."""
+        header, self.header = self.header, None
+        if not self.begun or header is None or not isinstance(header.get("status"), str):
+            return []
+        ask = header.get("pending_ask")
+        return [
+            StatusChange(
+                header["status"],
+                ask if isinstance(ask, dict) else None,
+                at=parse_time(header.get("saved_at")),
+            )
+        ]
+
+    def _child(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
+        """An export's conversation line of a child: the conversation before it ends, the child
+        begins (keyed below the exported conversation), titled and dated by the line."""
+        items = self._release()
+        items += self._status()
+        if self.root is None:
+            self.root = known(self.key)
+        parent = value.get("parent")
+        call_id = value.get("call_id")
+        self.key = f"{self.root}/{value['key']}"
+        self.begun = True
+        self.header = value
+        begin = Begin(
+            self.key,
+            parent=f"{self.root}/{parent}" if isinstance(parent, str) and parent else self.root,
+            call_id=call_id if isinstance(call_id, str) and call_id else None,
+            created_at=parse_time(value.get("created_at")),
+        )
+        kept = Kept(unknown_key(line.text), line.number, line.text, CONVERSATION_TYPE)
+        self.index += 1
+        return [*items, begin, *self._title(value), kept]
+
+    def _title(self, header: dict[str, Any]) -> list[Item]:
+        title = header.get("title")
+        return [Title(title, TITLE_EXPORTED)] if isinstance(title, str) else []
+
     def _items(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
         key = known(self.key)
         index, self.index = self.index, self.index + 1
-        begin: list[Item] = [] if self.begun else [Begin(key)]
+        begin: list[Item] = []
+        if not self.begun:
+            header = self.header or {}
+            created_at = parse_time(header.get("created_at")) if header else None
+            begin = [Begin(key, created_at=created_at), *self._title(header)]
         self.begun = True
+        control = value.get("type") in (CONVERSATION_TYPE, TIMES_TYPE)
+        if control and not isinstance(value.get("role"), str):
+            return [*begin, Kept(unknown_key(line.text), line.number, line.text, value["type"])]
         if value.get("type") == FEEDBACK_TYPE and not isinstance(value.get("role"), str):
             rated = read_feedback(value, line)
             if isinstance(rated, Problem):
@@ -130,7 +217,7 @@ class MurmurParser:
                 Kept(unknown_key(line.text), line.number, line.text, record_type, unknown=True),
             ]
         message = with_id(key, index, value)
-        at = uuid7_time(message["id"])
+        at = self.times.pop(str(message["id"]), None) or uuid7_time(message["id"])
         return [
             *begin,
             Parsed(message, line.number, at),

@@ -44,7 +44,9 @@ class Begin:
     """The following items belong to the conversation with this key (``external_id``).
 
     ``parent`` is the key of the conversation that launched it (a subagent's parent,
-    docs/formats.md "Subagents"), ``call_id`` the parent's call that launched it when known."""
+    docs/formats.md "Subagents"), ``call_id`` the parent's call that launched it when known;
+    ``created_at`` when the log says when the conversation began (a murmur export), else its
+    first line time dates it."""
 
     key: str
     parent: str | None = None
@@ -55,6 +57,7 @@ class Begin:
     #: The key of the conversation of this source that this one was forked from (a Codex fork's
     #: ``forked_from_id``): linked as ``Conversation.forked_from`` when that one is stored.
     forked_from: str | None = None
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ TITLE_PROMPT = 1  # the first prompt a person typed
 TITLE_SUMMARY = 2  # a summary the tool wrote of this conversation
 TITLE_GENERATED = 3  # a title the tool generated (Claude Code ``ai-title``)
 TITLE_CUSTOM = 4  # a title the person set (Claude Code ``custom-title``, Codex thread name)
+TITLE_EXPORTED = 5  # the title a murmur export carries: kept as it is, an empty one too
 
 
 @dataclass(frozen=True)

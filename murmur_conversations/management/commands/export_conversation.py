@@ -1,7 +1,8 @@
 """``manage.py export_conversation ID [--format murmur|openai|anthropic|vercel-ui|ag-ui|openai-items]
-[--no-feedback]``: write a
-conversation's record to stdout (``exporters``; docs/formats.md), murmur with its feedback lines
-unless ``--no-feedback``. Exit 0, or 2 for an unknown or malformed id."""
+[--no-feedback] [--record-only]``: write a conversation's record to stdout (``exporters``;
+docs/formats.md), murmur with its conversation and times lines, feedback lines (unless
+``--no-feedback``) and children, or with ``--record-only`` the record lines alone. Exit 0, or 2
+for an unknown or malformed id."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ class Command(BaseCommand):
             action="store_true",
             help="murmur: leave out the feedback lines that follow the record",
         )
+        parser.add_argument(
+            "--record-only",
+            action="store_true",
+            help="murmur: only the record lines (no conversation, times or feedback lines, no "
+            "children): the stored lines of a murmur import, byte for byte",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         exporter = EXPORTERS.get(options["format"])
@@ -48,7 +55,11 @@ class Command(BaseCommand):
                 returncode=2,
             )
         lines = (
-            export_murmur(conversation, feedback=not options["no_feedback"])
+            export_murmur(
+                conversation,
+                feedback=not options["no_feedback"],
+                record_only=options["record_only"],
+            )
             if exporter is export_murmur
             else exporter(conversation)
         )
