@@ -50,7 +50,7 @@ def state(conversation: Conversation) -> tuple[object, ...]:
 
 def exported(conversation: Conversation) -> str:
     out = io.StringIO()
-    call_command("export_conversation", str(conversation.pk), stdout=out)
+    call_command("export_conversation", str(conversation.pk), "--record-only", stdout=out)
     return out.getvalue()
 
 
