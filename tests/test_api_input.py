@@ -97,20 +97,26 @@ def test_no_body_is_a_415_and_csrf_comes_first(
 
 @pytest.mark.parametrize("caller", ["token", "cookie+csrf"])
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain", ""])
-def test_empty_bodies_are_refused_as_not_an_object(
+def test_empty_bodies_are_refused_where_a_key_is_required(
     user: User, conversation: Conversation, caller: str, content_type: str
 ) -> None:
     services.set_status(conversation=conversation, status="paused", pending_ask={"q": "?"})
     client = token(user) if caller == "token" else cookie(user, csrf=True)
     csrf = caller != "token"
+    response = send(client, "POST", url(conversation.pk, "pending/answer/"), "", content_type, csrf)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_field"
+    assert "empty" in response.json()["detail"]
+    # Every key of a PATCH is optional, as of a share link: no body changes nothing; a blank
+    # body is not JSON.
+    patch = send(client, "PATCH", url(conversation.pk), "", content_type, csrf)
+    assert patch.status_code == 200, patch.content
     for path, method in (
         (url(conversation.pk), "PATCH"),
-        (url(conversation.pk, "pending/answer/"), "POST"),
+        (url(conversation.pk, "shares/"), "POST"),
     ):
-        response = send(client, method, path, "", content_type, csrf)
-        assert response.status_code == 400
-        assert response.json()["code"] == "invalid_field"
-        assert "empty" in response.json()["detail"]
+        blank = send(client, method, path, " \n", content_type, csrf)
+        assert (blank.status_code, blank.json()["code"]) == (400, "invalid_field")
     wire = send(client, "POST", f"{API}session/", "", content_type, csrf)
     assert (wire.status_code, wire.json()["code"]) == (400, "ERR_INVALID_WIRE_OP")
     conversation.refresh_from_db()

@@ -4,6 +4,7 @@ and keyset walks that never return a row twice while pins change."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from murmur_conversations import services, signals
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, ConversationTag
 from murmur_conversations.representations import summary_row
-from murmur_conversations.validation import clean_tag
+from murmur_conversations.validation import MAX_TAG_CHARS, TAG_PATTERN, clean_tag
 from tests.api_helpers import API, token_client, url
 from tests.helpers import MakeConversation, MakeUser
 
@@ -237,3 +238,23 @@ def test_every_control_character_in_a_tag_is_refused(before: str, control: str, 
     """NUL included: it is refused like the others, not repaired to U+FFFD and stored."""
     with pytest.raises(InvalidContent, match="control characters"):
         clean_tag(f"{before}x{control}{after}")
+
+
+@pytest.mark.parametrize("invisible", ["\u00ad", "\u200b", "\u202e", "\u2066", "\ufeff"])
+def test_invisible_format_characters_in_a_tag_are_refused(invisible: str) -> None:
+    with pytest.raises(InvalidContent, match="control characters"):
+        clean_tag(f"a{invisible}b")
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.text(max_size=MAX_TAG_CHARS))
+def test_the_schema_pattern_of_a_tag_is_the_rule(raw: str) -> None:
+    """The OpenAPI schema's pattern (with its length limit) accepts exactly the tags
+    ``clean_tag`` accepts, so schema and server agree (lower-casing that lengthens a tag aside)."""
+    try:
+        clean_tag(raw)
+        accepted = True
+    except InvalidContent:
+        accepted = False
+    if len(" ".join(raw.split()).lower()) <= MAX_TAG_CHARS:
+        assert accepted == bool(re.search(TAG_PATTERN, raw)), repr(raw)

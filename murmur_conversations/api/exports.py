@@ -25,6 +25,7 @@ from murmur_conversations.api.schema import (
     CURSOR_PARAM,
     ID_PARAM,
     Param,
+    choice,
     document,
     free_form,
 )
@@ -35,13 +36,13 @@ from murmur_conversations.frontends.openai_items import to_openai_items
 from murmur_conversations.models import AccessSurface, Conversation, Message
 from murmur_conversations.representations import record_message
 
-FORMAT_PARAM: Param = (
+FORMAT_PARAM = Param(
     "format",
-    str,
+    choice(*EXPORTERS),
     "query",
     "murmur (default; JSON Lines), openai, anthropic, vercel-ui, ag-ui or openai-items.",
 )
-PAGE_LIMIT_PARAM: Param = (
+PAGE_LIMIT_PARAM = Param(
     "limit",
     str,
     "query",

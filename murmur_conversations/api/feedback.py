@@ -25,7 +25,7 @@ from murmur_conversations.models import DisplayMessage
 from murmur_conversations.representations import display_row
 from murmur_conversations.selectors import feedback_for
 
-DISPLAY_ID_PARAM: Param = ("display_id", str, "path", "The display row's id (its 'id' string).")
+DISPLAY_ID_PARAM = Param("display_id", str, "path", "The display row's id (its 'id' string).")
 
 
 class FeedbackViewSet(ConversationScopedViewSet):

@@ -98,7 +98,7 @@ def read_json_object(
     """The JSON object in the body of ``request``; ``InvalidField`` naming ``expected`` (what the
     object holds) for a body that is empty, too large, of another content type than
     ``application/json`` (parameters such as ``charset`` are ignored), not JSON, or not an object.
-    With ``allow_empty`` an empty body (all fields optional) is ``{}``.
+    With ``allow_empty`` an empty body (no bytes at all; all fields optional) is ``{}``.
     """
     content_type = (request.content_type or "").split(";", 1)[0].strip().lower()
     try:
@@ -109,9 +109,9 @@ def read_json_object(
         ) from None
     except RawPostDataException:  # pragma: no cover - nothing reads the stream before us
         raise InvalidField(f"the body must be a JSON object with {expected}") from None
-    if not raw.strip():
-        if allow_empty:
-            return {}
+    if not raw and allow_empty:
+        return {}
+    if not raw.strip():  # blank is not empty: it is not JSON either
         raise InvalidField(f"the body is empty; send a JSON object with {expected}")
     if content_type != JSON_MEDIA_TYPE:
         raise InvalidField(

@@ -15,16 +15,23 @@ from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import InvalidCursor
 from murmur_conversations.api.pagination import CursorBinding, page_limit
 from murmur_conversations.api.params import read_search
-from murmur_conversations.api.schema import CURSOR_PARAM, LIMIT_PARAM, Param, document
+from murmur_conversations.api.schema import (
+    CURSOR_PARAM,
+    LIMIT_PARAM,
+    QUERY_PATTERN,
+    Param,
+    document,
+)
 from murmur_conversations.representations import search_hit_row
-from murmur_conversations.search import search_hits
+from murmur_conversations.search import MAX_QUERY_CHARS, search_hits
 from murmur_conversations.selectors import conversations_for
 
-Q_PARAM: Param = (
+Q_PARAM = Param(
     "q",
-    str,
+    {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": QUERY_PATTERN},
     "query",
     'The words to find: stemmed words, "quoted phrases", -excluded, or (websearch_to_tsquery).',
+    required=True,
 )
 _BAD_CURSOR = "cursor is not valid for this listing; start again without it"
 

@@ -18,8 +18,21 @@ from murmur_conversations.services import (
     MAX_TAG_CHARS,
     MAX_TAGS,
 )
+from murmur_conversations.validation import TAG_PATTERN
 
 Any_ = serializers.JSONField
+
+
+class ClosedSerializer(serializers.Serializer[Any]):
+    """A request body that takes these keys and no other: its schema says
+    ``additionalProperties: false`` (``api.schema``), as the server answers 400 for another key."""
+
+
+class OneOfSerializer(serializers.Serializer[Any]):
+    """A request body that is exactly one of ``variants`` (serializer classes): its schema is a
+    ``oneOf`` of theirs (``api.schema``)."""
+
+    variants: tuple[type[serializers.Serializer[Any]], ...] = ()
 
 
 class ErrorSerializer(serializers.Serializer[Any]):
@@ -94,16 +107,18 @@ class DetailSerializer(SummarySerializer):
     usage_with_children = UsageSerializer()
 
 
-class PatchSerializer(serializers.Serializer[Any]):
-    """``PATCH conversations/{id}/``: any of these keys, nothing else (else 400
-    ``invalid_field``)."""
+class PatchSerializer(ClosedSerializer):
+    """``PATCH conversations/{id}/``: any of these keys (none: nothing changes), nothing else
+    (else 400 ``invalid_field``)."""
 
     title = serializers.CharField(max_length=255, required=False, allow_blank=True)
     metadata = serializers.DictField(required=False)
     pinned = serializers.BooleanField(required=False)
     archived = serializers.BooleanField(required=False)
     tags = serializers.ListField(
-        child=serializers.CharField(max_length=MAX_TAG_CHARS), required=False, max_length=MAX_TAGS
+        child=serializers.RegexField(TAG_PATTERN, max_length=MAX_TAG_CHARS),
+        required=False,
+        max_length=MAX_TAGS,
     )
 
 
@@ -270,11 +285,11 @@ class PendingSerializer(serializers.Serializer[Any]):
     pending = serializers.DictField(allow_null=True)
 
 
-class AnswerRequestSerializer(serializers.Serializer[Any]):
+class AnswerRequestSerializer(ClosedSerializer):
     """``POST conversations/{id}/pending/answer/``: the answer, and optionally the event_seq at
     which the client saw the ask (an ask set or changed after it makes the answer stale: 409)."""
 
-    answer = serializers.CharField(max_length=MAX_ANSWER_CHARS, allow_blank=False)
+    answer = serializers.RegexField(r"\S", max_length=MAX_ANSWER_CHARS)  # not blank
     event_seq = serializers.IntegerField(min_value=0, required=False, allow_null=True)
 
 
@@ -292,17 +307,28 @@ class WsTicketSerializer(serializers.Serializer[Any]):
     expires_in = serializers.IntegerField()
 
 
-class WireRequestSerializer(serializers.Serializer[Any]):
-    """``POST session/``: ``{"op"}`` (``{"op", "archived"}`` for the list) or ``{"op",
-    "sessionId"}``."""
+class WireListRequestSerializer(serializers.Serializer[Any]):
+    """``POST session/`` listing the sessions: ``{"op": "session-list", "archived"?}``."""
 
-    op = serializers.ChoiceField(choices=["session-list", "session-transcript", "session-pending"])
-    sessionId = serializers.CharField(required=False)  # agentfootprint spelling
+    op = serializers.ChoiceField(choices=["session-list"])
     archived = serializers.ChoiceField(
         choices=["0", "1", "all"],
         required=False,
-        help_text="session-list only: 0 (default) hides archived conversations; 1 only them; all",
+        help_text="0 (default) hides archived conversations; 1 only them; all",
     )
+
+
+class WireSessionRequestSerializer(serializers.Serializer[Any]):
+    """``POST session/`` reading one session: ``{"op", "sessionId"}`` (a non-blank string)."""
+
+    op = serializers.ChoiceField(choices=["session-transcript", "session-pending"])
+    sessionId = serializers.RegexField(r"\S")  # agentfootprint spelling
+
+
+class WireRequestSerializer(OneOfSerializer):
+    """``POST session/``: a list request or a session request."""
+
+    variants = (WireListRequestSerializer, WireSessionRequestSerializer)
 
 
 class WireSessionSerializer(serializers.Serializer[Any]):
@@ -329,7 +355,7 @@ class WireResponseSerializer(serializers.Serializer[Any]):
     pending = serializers.DictField(allow_null=True, required=False)
 
 
-class FeedbackRequestSerializer(serializers.Serializer[Any]):
+class FeedbackRequestSerializer(ClosedSerializer):
     """``PUT .../display-messages/{display_id}/feedback/``: the rating, maybe a comment."""
 
     rating = serializers.ChoiceField(choices=[1, -1])
@@ -338,13 +364,13 @@ class FeedbackRequestSerializer(serializers.Serializer[Any]):
     )
 
 
-class ForkRequestSerializer(serializers.Serializer[Any]):
+class ForkRequestSerializer(ClosedSerializer):
     """``POST conversations/{id}/fork/``: the seq of the display row to fork at."""
 
     at_seq = serializers.IntegerField(min_value=1)
 
 
-class ShareRequestSerializer(serializers.Serializer[Any]):
+class ShareRequestSerializer(ClosedSerializer):
     """``POST conversations/{id}/shares/``: every key optional (an empty body too)."""
 
     mode = serializers.ChoiceField(choices=ShareMode.choices, required=False, allow_null=True)

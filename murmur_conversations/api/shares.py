@@ -53,8 +53,8 @@ from murmur_conversations.representations import (
 )
 from murmur_conversations.selectors import share_for_token
 
-SHARE_ID_PARAM: Param = ("share_id", str, "path", "The share link's id.")
-TOKEN_PARAM: Param = ("token", str, "path", "The share link's token.")
+SHARE_ID_PARAM = Param("share_id", str, "path", "The share link's id.")
+TOKEN_PARAM = Param("token", str, "path", "The share link's token.")
 #: Headers of every ``shared/`` answer: the token is in the address, so keep it out of caches,
 #: referrers and search engines.
 SHARED_HEADERS: Final = {

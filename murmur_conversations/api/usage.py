@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,16 +15,23 @@ from murmur_conversations.api import serializers as docs
 from murmur_conversations.api.base import AppAPIView
 from murmur_conversations.api.exceptions import InvalidCursor
 from murmur_conversations.api.pagination import CursorBinding, page_limit
-from murmur_conversations.api.params import read_group_by, read_period
-from murmur_conversations.api.schema import CURSOR_PARAM, LIMIT_PARAM, Param, document
+from murmur_conversations.api.params import GROUP_BY, read_group_by, read_period
+from murmur_conversations.api.schema import CURSOR_PARAM, LIMIT_PARAM, Param, choice, document
 from murmur_conversations.representations import iso
 from murmur_conversations.selectors import conversations_for
 from murmur_conversations.usage import usage_body
 
+#: A day as ``from``/``to`` take it: YYYY-MM-DD, or empty (the same as leaving it out).
+DAY: Final = {"anyOf": [{"type": "string", "maxLength": 0}, {"type": "string", "format": "date"}]}
 PARAMS: list[Param] = [
-    ("from", str, "query", "First UTC day, YYYY-MM-DD (included); default: no limit."),
-    ("to", str, "query", "Last UTC day, YYYY-MM-DD (included); default: no limit."),
-    ("group_by", str, "query", "day (default), model or conversation."),
+    Param(
+        "from",
+        DAY,
+        "query",
+        "First UTC day, YYYY-MM-DD (included; not after to); default: no limit.",
+    ),
+    Param("to", DAY, "query", "Last UTC day, YYYY-MM-DD (included); default: no limit."),
+    Param("group_by", choice(*GROUP_BY), "query", "day (default), model or conversation."),
     LIMIT_PARAM,
     CURSOR_PARAM,
 ]

@@ -46,6 +46,7 @@ from murmur_conversations.api.pagination import (
     transcript_limit,
 )
 from murmur_conversations.api.params import (
+    ARCHIVED_VALUES,
     query_value,
     read_answer,
     read_archived,
@@ -60,7 +61,9 @@ from murmur_conversations.api.schema import (
     CURSOR_PARAM,
     ID_PARAM,
     LIMIT_PARAM,
+    QUERY_PATTERN,
     Param,
+    choice,
     document,
 )
 from murmur_conversations.exceptions import (
@@ -71,7 +74,7 @@ from murmur_conversations.exceptions import (
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
-from murmur_conversations.models import AccessSurface, DisplayMessage, ToolCall
+from murmur_conversations.models import AccessSurface, DisplayMessage, ToolCall, ToolStatus
 from murmur_conversations.representations import (
     detail_row,
     display_row,
@@ -79,7 +82,7 @@ from murmur_conversations.representations import (
     summary_row,
     tool_call_row,
 )
-from murmur_conversations.search import matching_conversations
+from murmur_conversations.search import MAX_QUERY_CHARS, matching_conversations
 from murmur_conversations.selectors import (
     access_log,
     children_by_call,
@@ -93,34 +96,42 @@ from murmur_conversations.selectors import (
     top_level,
     transcript,
 )
+from murmur_conversations.validation import MAX_TAG_CHARS, TAG_PATTERN
 
 PAGE_PARAMS = [LIMIT_PARAM, CURSOR_PARAM]
 ERROR_RESPONSES: dict[int, Any] = dict.fromkeys((400, 401, 403, 404, 429), docs.ErrorSerializer)
 WRITE_ERRORS: dict[int, Any] = {**ERROR_RESPONSES, 503: docs.ErrorSerializer}
-SINCE_PARAM: Param = (
+SINCE_PARAM = Param(
     "since",
-    str,
+    {"type": "string", "pattern": "^[0-9]*$"},
     "query",
     "Only rows changed after this event_seq (an integer >= 0).",
 )
-STATUS_PARAM: Param = ("status", str, "query", "Only tool calls with this status.")
-ARCHIVED_PARAM: Param = (
+STATUS_PARAM = Param(
+    "status", choice(*ToolStatus.values), "query", "Only tool calls with this status."
+)
+ARCHIVED_PARAM = Param(
     "archived",
-    str,
+    choice(*ARCHIVED_VALUES),
     "query",
     "0 (default): archived conversations hidden; 1: only archived ones; all: both.",
 )
-TAG_PARAM: Param = ("tag", str, "query", "Only conversations with this tag.")
-PARENT_PARAM: Param = (
+TAG_PARAM = Param(
+    "tag",
+    {"type": "string", "maxLength": MAX_TAG_CHARS, "pattern": f"^$|{TAG_PATTERN}"},
+    "query",
+    "Only conversations with this tag (as stored: trimmed, lower case).",
+)
+PARENT_PARAM = Param(
     "parent",
     str,
     "query",
     "List this conversation's children instead (another user's id lists nothing, like a missing "
     "one).",
 )
-Q_PARAM: Param = (
+Q_PARAM = Param(
     "q",
-    str,
+    {"type": "string", "maxLength": MAX_QUERY_CHARS, "pattern": f"^$|{QUERY_PATTERN}"},
     "query",
     "Only conversations whose title or a message matches these words (docs/search.md).",
 )
@@ -234,10 +245,13 @@ class ConversationViewSet(ConversationScopedViewSet):
         responses={200: docs.DetailSerializer, **WRITE_ERRORS},
     )
     def partial_update(self, request: Request, id: str) -> Response:
-        """Through ``services.update_conversation``; 400 ``invalid_field`` for a body that is not
-        a JSON object (an empty one included), another key or a bad value."""
+        """Through ``services.update_conversation``; every key is optional (an empty body changes
+        nothing); 400 ``invalid_field`` for a body that is not a JSON object, another key or a
+        bad value."""
         data = read_json_object(
-            request, expected="'title', 'metadata', 'pinned', 'archived' and/or 'tags'"
+            request,
+            expected="'title', 'metadata', 'pinned', 'archived' and/or 'tags'",
+            allow_empty=True,
         )
         fields = read_patch(data)
         try:
@@ -334,7 +348,7 @@ class ConversationViewSet(ConversationScopedViewSet):
         summary="The transcript (agentfootprint projection), oldest first",
         params=[
             ID_PARAM,
-            ("limit", str, "query", "Messages per page; default and maximum 1000."),
+            Param("limit", str, "query", "Messages per page; default and maximum 1000."),
             CURSOR_PARAM,
         ],
         responses={200: docs.TranscriptSerializer, **ERROR_RESPONSES},
