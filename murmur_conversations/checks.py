@@ -472,6 +472,28 @@ def check_use_tz(
     ]
 
 
+#: The middleware that answers an outage 503 + Retry-After (docs/deployment.md "Outages").
+OUTAGE_MIDDLEWARE = "murmur_conversations.middleware.OutageMiddleware"
+
+
+@register(Tags.compatibility)
+def check_outage_middleware(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """W005 when ``MIDDLEWARE`` lacks :data:`OUTAGE_MIDDLEWARE` (a database restart would answer
+    500)."""
+    if OUTAGE_MIDDLEWARE in getattr(settings, "MIDDLEWARE", []):
+        return []
+    return [
+        _warning(
+            "murmur_conversations.W005",
+            f"{OUTAGE_MIDDLEWARE} is not in MIDDLEWARE: a request that meets a connection a "
+            "database restart killed answers 500 instead of being retried or answered 503.",
+            f'Add "{OUTAGE_MIDDLEWARE}" last in MIDDLEWARE (docs/deployment.md "Outages").',
+        )
+    ]
+
+
 @register(Tags.compatibility)
 def check_database(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any

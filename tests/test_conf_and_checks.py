@@ -147,6 +147,7 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
         checks.check_database,
         checks.check_search_backend,
         checks.check_ticket_cache,
+        checks.check_outage_middleware,
     }
     assert ours <= set(registry.registry.get_checks(include_deployment_checks=True))
     # Settings checks only: a 'database' check may skip itself when no --database is named.
@@ -154,7 +155,13 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
     source = Path(checks.__file__).read_text("utf-8")
     used = set(re.findall(r'"murmur_conversations\.([EW]\d{3})"', source))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
-    assert used == {f"E{n:03d}" for n in range(1, 12)} | {"W001", "W002", "W003", "W004"} | {
+    assert used == {f"E{n:03d}" for n in range(1, 12)} | {
+        "W001",
+        "W002",
+        "W003",
+        "W004",
+        "W005",
+    } | {
         "E020",
         "E021",
         "E040",
@@ -169,6 +176,12 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
         "W035",
     }
     assert {check_id for check_id in used if check_id not in readme} == set()
+
+
+def test_a_missing_outage_middleware_warns(settings: Settings) -> None:
+    assert checks.check_outage_middleware() == []
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != checks.OUTAGE_MIDDLEWARE]
+    assert [m.id for m in checks.check_outage_middleware()] == ["murmur_conversations.W005"]
 
 
 def test_sqlite_without_immediate_transactions_warns() -> None:
