@@ -72,6 +72,7 @@ from django.core.signals import setting_changed
 
 from murmur_conversations import jsonenc
 from murmur_conversations.conf import SETTING_NAME, app_settings
+from murmur_conversations.validation import clean_text
 
 T = TypeVar("T")
 
@@ -423,6 +424,7 @@ class Redactor:
         ``protect`` (and of ``data:`` URLs of base64 media) are never replaced."""
         if len(text) < _MIN_SECRET:
             return text
+        text = _matchable(text)
         if protect is None and "data:" in text:
             protect = _DATA_URL
         for _ in range(_MAX_PASSES):
@@ -646,6 +648,7 @@ class Redactor:
         (cut off) is redacted as text, its opaque values (``"signature": "..."``, base64
         ``data``, ``data:`` URLs) left alone. ``cut``: the line's texts stop mid-way, so each
         string's end is redacted as text cut short (:meth:`cut_text`), secret or not."""
+        raw = _matchable(raw)
         probe = raw.replace('\\"', '"').replace("\\/", "/") if "\\" in raw else raw
         if not cut and (len(raw) < _MIN_SECRET or not self._candidate(probe)):
             return raw
@@ -666,6 +669,8 @@ class Redactor:
 def _opaque_members(value: dict[str, Any], *, record: bool) -> frozenset[str]:
     """The keys of ``value`` whose string values are opaque by the provider's format."""
     kind = value.get("type")
+    if not isinstance(kind, str):  # a "type" of any other JSON type names no provider format
+        kind = None if kind is None else ""
     media = kind == "base64" or (kind is None and any(k in value for k in _MEDIA_KEYS))
     if record:
         if kind in OPAQUE_DATA_TYPES or media:
@@ -907,6 +912,17 @@ def _forget(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_forget, dispatch_uid="murmur_conversations.redaction")
+
+
+def _matchable(text: str) -> str:
+    """``text`` as RE2 can read it: text that UTF-8 cannot encode (a lone surrogate, from a raw
+    line or a caller's string) is repaired as stored text is (``validation.clean_text``); the
+    repaired copy is what a redaction returns, and only when it replaced something."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return clean_text(text)
+    return text
 
 
 def redact(

@@ -624,3 +624,23 @@ def test_admin_export_holds_no_secret(admin_client: Client, conversation: Conver
     assert isinstance(response, StreamingHttpResponse)  # a zip, streamed from its spool file
     archive = zipfile.ZipFile(io.BytesIO(response.getvalue()))
     assert all(SECRETS["jwt"] not in archive.read(n).decode() for n in archive.namelist())
+
+
+@given(
+    before=st.text(max_size=20),
+    after=st.text(max_size=20),
+    kind=st.one_of(
+        st.none(), st.integers(), st.lists(st.text(max_size=3), max_size=2), st.booleans()
+    ),
+)
+@settings(max_examples=40, deadline=None)
+def test_any_text_and_any_type_value_is_redacted_without_raising(
+    before: str, after: str, kind: Any
+) -> None:
+    """Lone surrogates (a raw line's, a caller's) and a ``type`` that is not a string once made
+    redaction raise; the secret is still replaced and nothing raises."""
+    secret = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8i9J0"
+    text = f"{before}\ud800 {secret} {after}"
+    assert secret not in redact(text).value
+    block = {"type": kind, "data": f"token {secret}", "text": text}
+    assert secret not in json.dumps(redact(block, record=True).value)
