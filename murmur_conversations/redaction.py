@@ -421,7 +421,8 @@ class Redactor:
         self, text: str, counts: Counter[str], *, protect: re.Pattern[str] | None = None
     ) -> str:
         """``text`` with its secrets replaced; adds what it replaced to ``counts``. Spans of
-        ``protect`` (and of ``data:`` URLs of base64 media) are never replaced."""
+        ``protect`` (and of ``data:`` URLs of base64 media) are never replaced. Text UTF-8
+        cannot encode is repaired first (:func:`_matchable`): RE2 reads UTF-8."""
         if len(text) < _MIN_SECRET:
             return text
         text = _matchable(text)
@@ -749,7 +750,7 @@ class Pieces:
         redactor = current()
         if not redactor.enabled:
             return piece
-        raw = self.raw + piece
+        raw = self.raw + clean_text(piece)
         shown = redactor.text(raw[: _held_from(raw)], Counter())
         common = _common_prefix(shown, self.shown)
         out = shown[common:]
@@ -798,6 +799,7 @@ class StoredPieces:
         redactor = current()
         if not redactor.enabled:
             return piece
+        piece = clean_text(piece)
         before, text = len(self.tail), self.tail + piece
         self.tail = text[-_OPEN_TAIL:]
         counts: Counter[str] = Counter()

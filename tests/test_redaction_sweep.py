@@ -611,6 +611,16 @@ def test_secrets_planted_everywhere_are_found_nowhere(user: User, tmp_path: Path
         response = client.get(f"/api/{path}")
         assert response.status_code == 200, (path, response.content)
         assert not leaks(response.content.decode()), path
+    refused = [
+        client.patch(url(conversations[0].pk), {"tags": ["\x01" + SECRETS["aws-access-key"]]}),
+        client.patch(url(conversations[0].pk), {"title": SECRETS["github-token"] * 9}),
+        client.get("/api/search/?q=" + quote(SECRETS["openai-key"] + "\x00")),
+        client.post(url(conversations[0].pk, "shares/"), {"mode": SECRETS["google-api-key"]}),
+        client.post(url(conversations[0].pk, "fork/"), {"at_seq": SECRETS["aws-access-key"]}),
+    ]
+    for response in refused:  # an error that quotes what it refuses
+        assert response.status_code == 400, response.content
+        assert not leaks(response.content.decode()), response.content
     staff = Client()
     staff.force_login(User.objects.create_superuser("sweeper", password="pw"))
     pages = [
@@ -704,3 +714,13 @@ def test_the_demo_filters_every_access_log() -> None:
         for handler in config["loggers"][name]["handlers"]:
             used = [filters[f]["()"] for f in handlers[handler].get("filters", [])]
             assert "murmur_conversations.logfilters.RedactQueryStrings" in used
+
+
+def test_an_api_error_that_quotes_a_secret_answers_it_redacted() -> None:
+    from rest_framework.exceptions import ValidationError
+
+    from murmur_conversations.api.exceptions import exception_handler
+
+    response = exception_handler(ValidationError(f"not {SECRETS['github-token']!r}"), {})
+    assert response is not None and response.status_code == 400
+    assert response.data["detail"] == "not '[REDACTED:github-token]'"

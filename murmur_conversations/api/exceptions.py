@@ -16,6 +16,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from murmur_conversations.outage import caused_by_database_outage, replace_dead_connections
+from murmur_conversations.redaction import redact
+from murmur_conversations.validation import clean_text
 
 #: The one 404 body of every conversation route; never translated.
 NOT_FOUND_BODY: Final = {"detail": "Not found.", "code": "not_found"}
@@ -108,6 +110,13 @@ def _text(detail: Any) -> str:
     return str(detail)
 
 
+def _redacted(text: str) -> str:
+    """``text`` with its secrets redacted; a text the detectors cannot read (a lone surrogate
+    quoted from a request) is checked as repaired, and kept as it is when nothing is found."""
+    found = redact(clean_text(text))
+    return found.value if found.counts else text
+
+
 def _code(exc: exceptions.APIException) -> str:
     codes = exc.get_codes()
     while isinstance(codes, list | dict):
@@ -126,7 +135,7 @@ def _rollback_atomic_requests() -> None:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """``{"detail", "code"}`` for every API error, with ``WWW-Authenticate`` and ``Retry-After``
     where DRF sets them; :data:`NOT_FOUND_BODY` for every not-found; None (a 500) for anything
-    that is not an API error."""
+    that is not an API error. The detail is redacted (``redaction.redact``)."""
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -145,6 +154,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.NotFound):
         data: dict[str, str] = dict(NOT_FOUND_BODY)
     else:
-        data = {"detail": _text(exc.detail), "code": _code(exc)}
+        # an error may quote the value it refuses: redacted like stored text (docs/security.md)
+        data = {"detail": _redacted(_text(exc.detail)), "code": _code(exc)}
     _rollback_atomic_requests()
     return Response(data, status=exc.status_code, headers=headers)
