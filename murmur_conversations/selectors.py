@@ -33,6 +33,7 @@ from murmur_conversations.models import (
 )
 from murmur_conversations.projection import transcript_entry
 from murmur_conversations.usage import COUNTERS, ByModel, Usage, merge_by_model
+from murmur_conversations.validation import source_key
 
 #: Every share token starts with this (so secret scanners can spot one).
 SHARE_TOKEN_PREFIX: Final = "msh_"
@@ -369,8 +370,10 @@ def retention_cutoff(older_than: timedelta) -> datetime | None:
 def deleted_source(*, owner: Any, source: str, external_id: str) -> datetime | None:
     """When ``owner``'s conversation of ``source`` keyed ``external_id`` was deleted (its
     ``DeletedSource``), or None when it never was, or when a conversation with that identity
-    exists again (restored on purpose). ``owner``: a user or its pk."""
+    exists again (restored on purpose). ``owner``: a user or its pk. ``external_id`` is taken
+    as a source gives it (``validation.source_key`` makes it the stored key: any ``str``)."""
     owner_pk = getattr(owner, "pk", owner)
+    external_id = source_key(external_id)
     if Conversation.objects.filter(
         owner_id=owner_pk, source=source, external_id=external_id
     ).exists():

@@ -7,6 +7,7 @@ character; the rest of the text is kept. Sizes are UTF-8 bytes of compact JSON.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime
 from typing import Any, Final
@@ -29,6 +30,21 @@ def clean_text(text: str) -> str:
     # UTF-16 round trip: a high+low pair becomes its character, a lone surrogate U+FFFD.
     joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return joined.replace("\x00", REPLACEMENT)
+
+
+#: Longest source key (``Conversation.external_id``) stored as it is; longer ones are hashed.
+MAX_SOURCE_KEY: Final = 255
+
+
+def source_key(key: str) -> str:
+    """The ``external_id`` a source's conversation key is stored, hashed and looked up under
+    (docs/formats.md "Deleted conversations stay deleted"): a key longer than
+    :data:`MAX_SOURCE_KEY` characters becomes ``"sha256:"`` and the hex sha256 of its UTF-8
+    bytes, then bad text is repaired (:func:`clean_text`: NUL and lone surrogates become U+FFFD).
+    Idempotent; never raises for any ``str``."""
+    if len(key) > MAX_SOURCE_KEY:
+        key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return clean_text(key)
 
 
 def clean_json(value: Any, *, _depth: int = 0) -> Any:

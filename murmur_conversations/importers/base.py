@@ -19,7 +19,6 @@ earlier is replaced by a better one, a title a person set is left alone.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -66,6 +65,7 @@ from murmur_conversations.redaction import (
 )
 from murmur_conversations.selectors import parse_conversation_id
 from murmur_conversations.usage import read_usage
+from murmur_conversations.validation import source_key
 
 #: Messages (or source records) written per ``save_messages`` call.
 BATCH: Final = 500
@@ -128,13 +128,6 @@ def _retry(call: Callable[[], T]) -> T:
         except WriteConflict:
             continue
     return call()
-
-
-def _external_id(key: str) -> str:
-    """Keys longer than the column are replaced by their sha256 (still stable and unique)."""
-    if len(key) <= 255:
-        return key
-    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 #: A message held for the next write: as parsed, its line, its time, ``once``, and as validated
@@ -283,7 +276,7 @@ class _Writer:
         """Switch to the conversation ``item`` names: what is held for the current one is
         written first (so writes keep the source's order), and its state is kept for when the
         items come back to it."""
-        key = _external_id(item.key)
+        key = source_key(item.key)
         if self.target is not None and self.target.key != key:
             self.flush()
         target = self.targets.get(key)
@@ -293,11 +286,11 @@ class _Writer:
                 self.touched[str(target.conversation.pk)] = target.conversation
                 self.outcome.conversations.append(str(target.conversation.pk))
         if target is None:
-            parent = None if item.parent is None else _external_id(item.parent)
+            parent = None if item.parent is None else source_key(item.parent)
             call_id = item.call_id or self.links.pop(key, None)
             target = self.targets[key] = _Target(key, parent, call_id, merge=item.merge)
             if item.forked_from and parent is None:
-                target.forked_from = _external_id(item.forked_from)
+                target.forked_from = source_key(item.forked_from)
             target.deleted = self.refused_as_deleted(target)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
@@ -340,7 +333,7 @@ class _Writer:
 
     def link(self, item: Link) -> None:
         """A child's launching call, learned after its lines (or in another source)."""
-        key = _external_id(item.key)
+        key = source_key(item.key)
         target = self.targets.get(key)
         if target is not None:
             if item.call_id != target.call_id:

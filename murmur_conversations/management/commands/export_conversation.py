@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from murmur_conversations.exporters import EXPORTERS, export_murmur
+from murmur_conversations.management.base import AppCommand
 from murmur_conversations.models import Conversation
 from murmur_conversations.selectors import parse_conversation_id
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Write a conversation's record to stdout as murmur JSON Lines (default), an OpenAI or "
         "Anthropic list, or a chat frontend's list (vercel-ui, ag-ui, openai-items)."

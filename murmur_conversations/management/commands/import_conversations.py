@@ -21,15 +21,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, interrupt_open_calls, run_import
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
+from murmur_conversations.management.base import AppCommand, owner_named
 from murmur_conversations.realtime import layer_is_process_local
+from murmur_conversations.validation import source_key
 
 #: Seconds ``--follow`` waits at the end of a file before looking for appended lines.
 FOLLOW_POLL_SECONDS: Final = 0.25
@@ -110,7 +111,7 @@ class _Progress:
                 self.bar.set_postfix_str(f"file {self.done}/{self.files}, {self.lines} lines")
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Import conversations from agent logs and message lists (murmur records, muse journals, "
         "Claude Code transcripts and stream-json, Codex rollouts and exec streams, OpenAI and "
@@ -156,11 +157,13 @@ class Command(BaseCommand):
         fmt = options["format"]
         paths: list[str] = options["paths"]
         self._check_format(fmt)
-        owner = self._owner(options["owner"])
+        owner = owner_named(options["owner"])
         missing = self._check_paths(paths)
         paths = [p for p in paths if p not in missing]
         self.reread = bool(options.get("reread"))
         self.restore_deleted = bool(options.get("restore_deleted"))
+        if options["conversation_id"] is not None:  # the key as stored (bytes not UTF-8 repaired)
+            options["conversation_id"] = source_key(options["conversation_id"])
         self._run(paths, owner, fmt, options)
         if missing:
             raise CommandError(
@@ -300,26 +303,12 @@ class Command(BaseCommand):
                 returncode=2,
             )
 
-    def _owner(self, name: str) -> Any:
-        model = get_user_model()
-        owner = model._default_manager.filter(**{model.USERNAME_FIELD: name}).first()
-        if owner is None:
-            raise CommandError(
-                f"no user with {model.USERNAME_FIELD} {name!r}; --owner names an existing user",
-                returncode=2,
-            )
-        return owner
-
     def _check_paths(self, paths: list[str]) -> list[str]:
         """The PATHs that do not exist, each named on stderr; ``CommandError`` (2) when none
         exists, or for stdin given twice."""
         if paths.count(STDIN) > 1:
             raise CommandError("stdin (-) can be read only once", returncode=2)
-        missing = [
-            path
-            for path in paths
-            if path != STDIN and not Path(path).is_file() and not Path(path).is_dir()
-        ]
+        missing = [path for path in paths if path != STDIN and not _names_a_source(path)]
         if len(missing) == len(paths):
             raise CommandError(
                 f"{', '.join(missing)}: no such file or folder; nothing was imported", returncode=2
@@ -605,6 +594,15 @@ class Command(BaseCommand):
         if outcome.subagent_lines:
             text += f", {outcome.subagent_lines} subagent line(s) in child conversations"
         self.stdout.write(text + how)
+
+
+def _names_a_source(path: str) -> bool:
+    """Whether ``path`` is an existing file or folder; False for an empty one (``Path("")`` is
+    the current folder) and one the system cannot look up (too long, NUL)."""
+    try:
+        return bool(path) and (Path(path).is_file() or Path(path).is_dir())
+    except (OSError, ValueError):
+        return False
 
 
 def wait_for_folder() -> None:

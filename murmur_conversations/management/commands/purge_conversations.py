@@ -8,13 +8,13 @@ import sys
 from datetime import timedelta
 from typing import Any, Final
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db.models import QuerySet
 
 from murmur_conversations import services
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import WriteConflict
+from murmur_conversations.management.base import AppCommand, owner_named
 from murmur_conversations.models import Conversation
 from murmur_conversations.representations import iso
 from murmur_conversations.selectors import held_condition, purge_candidates, retention_cutoff
@@ -40,7 +40,7 @@ def parse_age(value: str) -> timedelta:
         ) from None
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Delete conversations whose retained_at (the later of the last write and its import) is "
         "older than --older-than (default: RETENTION_DAYS) and/or those "
@@ -74,7 +74,7 @@ class Command(BaseCommand):
             older_than = parse_age(options["older_than"])
         elif app_settings.retention_days is not None:
             older_than = timedelta(days=app_settings.retention_days)
-        owner = self._owner(options["owner"]) if options["owner"] is not None else None
+        owner = owner_named(options["owner"]) if options["owner"] is not None else None
         if owner is None and older_than is None:
             raise CommandError(
                 "nothing to purge: give --older-than or --owner, or set RETENTION_DAYS",
@@ -160,16 +160,6 @@ class Command(BaseCommand):
                 deleted += done
                 if not more or not done:
                     return deleted
-
-    def _owner(self, name: str) -> Any:
-        model = get_user_model()
-        owner = model._default_manager.filter(**{model.USERNAME_FIELD: name}).first()
-        if owner is None:
-            raise CommandError(
-                f"no user with {model.USERNAME_FIELD} {name!r}; --owner names an existing user",
-                returncode=2,
-            )
-        return owner
 
 
 def _descendant_count(pk: Any) -> int:

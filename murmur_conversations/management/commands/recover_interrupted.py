@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from murmur_conversations import services
+from murmur_conversations.management.base import AppCommand
 from murmur_conversations.selectors import parse_conversation_id
 
 #: The longest ``--stale-after``: a hundred years, in seconds.
@@ -28,7 +29,7 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "In conversations not saved for --stale-after seconds, mark pending and executing tool "
         "calls interrupted (worker_lost) and a running status interrupted."

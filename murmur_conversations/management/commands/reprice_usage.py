@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.http import QueryDict
 
 from murmur_conversations import services
 from murmur_conversations.api.exceptions import InvalidFilter
 from murmur_conversations.api.params import read_period
+from murmur_conversations.management.base import AppCommand
 from murmur_conversations.prices import GENAI_PRICES
 
 
@@ -33,7 +34,7 @@ def _period(start: str | None, end: str | None) -> tuple[datetime | None, dateti
     return since, until
 
 
-class Command(BaseCommand):
+class Command(AppCommand):
     help = (
         "Price the usage rows of UTC days --from to --to (both included; default: all) again at "
         "today's prices (PRICES over the installed genai-prices) and record which prices priced "
