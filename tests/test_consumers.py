@@ -186,6 +186,7 @@ async def test_snapshot_frame(user: User, conversation: Conversation) -> None:
                 "reasoning_tokens": 0,
                 "models": [],
                 "cost": "0",
+                "unpriced": [],
             },
             "pinned": False,
             "archived": False,
