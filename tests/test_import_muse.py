@@ -292,8 +292,9 @@ def test_bad_and_unknown_lines(tmp_path: Path, user: User) -> None:
     assert "bad.jsonl:7: torn last line" in err
     assert "2 unknown record(s) kept" in out
     assert [m.role for m in Message.objects.order_by("position")] == ["user", "assistant"]
-    # every line that parses is kept, the refused prompt's too
-    assert SourceRecord.objects.count() == 5
+    # every line that parses is kept, but a refused line keeps nothing (docs/formats.md "Every
+    # line accounted for"): not the refused prompt's
+    assert SourceRecord.objects.count() == 4
 
 
 def test_sessions_are_conversations_and_conversation_id_overrides(

@@ -25,12 +25,13 @@ from murmur_conversations.importers.records import (
     Kept,
     ParseContext,
     Parsed,
-    Problem,
     SourceLine,
     StatusChange,
-    excerpt,
+    json_type,
     key_of_messages,
     parse_json,
+    refuse,
+    refuse_entry,
     unknown_key,
     with_id,
 )
@@ -41,6 +42,21 @@ FORMATS = ("conversation-v1", "flowchart-v1")
 
 class EnvelopeError(ValueError):
     """The envelope cannot be read; ``str()`` names what is wrong."""
+
+
+def _wrong_field(message: dict[str, Any]) -> str | None:
+    """Why a history message cannot be read whole (a ``toolCallId`` that is not a string,
+    ``toolCalls`` that are not a list of objects), or None."""
+    call_id = message.get("toolCallId")
+    if call_id is not None and not isinstance(call_id, str):
+        return f"toolCallId is {json_type(call_id)}, not a string"
+    calls = message.get("toolCalls")
+    if calls is not None and not isinstance(calls, list):
+        return f"toolCalls is {json_type(calls)}, not an array"
+    for n, call in enumerate(calls or ()):
+        if not isinstance(call, dict):
+            return f"toolCalls[{n}] is {json_type(call)}, not an object"
+    return None
 
 
 def convert(message: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +136,9 @@ class EnvelopeParser:
         self.context = context
         self.lines: list[SourceLine] = []
 
+    #: An envelope is one JSON document: its messages are accounted for, not its lines.
+    document = True
+
     def feed(self, line: SourceLine) -> list[Item]:
         """Hold the line; an envelope is read whole."""
         self.lines.append(line)
@@ -133,19 +152,22 @@ class EnvelopeParser:
         raw = "\n".join(line.text for line in self.lines)
         value, reason = parse_json(raw, document=True)
         if reason is not None:
-            return [Problem(first.number, reason, excerpt(first.text))]
+            return [refuse(first, reason)]
         try:
             fmt, history, pending = read_envelope(value)
         except EnvelopeError as error:
-            return [Problem(first.number, str(error), excerpt(first.text))]
+            return [refuse(first, str(error))]
         key = self.context.conversation_id or key_of_messages(history)
         items: list[Item] = [Begin(key), Kept(unknown_key(raw), first.number, raw, fmt)]
         for index, message in enumerate(history):
-            if isinstance(message, dict):
-                items.append(Parsed(with_id(key, index, convert(message)), None))
+            wrong = _wrong_field(message) if isinstance(message, dict) else None
+            if wrong is not None:
+                items.append(refuse_entry(index, wrong))
+            elif isinstance(message, dict):
+                items.append(Parsed(with_id(key, index, convert(message)), None, entry=index))
             else:
-                kind = type(message).__name__
-                items.append(Problem(None, f"history item {index} is a JSON {kind}, not an object"))
+                reason = f"{json_type(message)}, not an object"
+                items.append(refuse_entry(index, reason))
         items.append(
             StatusChange("paused", pending) if pending is not None else StatusChange("idle")
         )

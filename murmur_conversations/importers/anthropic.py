@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from murmur_conversations.importers.lists import ListParser
-from murmur_conversations.importers.records import ParseContext
+from murmur_conversations.importers.records import (
+    ParseContext,
+    Problem,
+    json_type,
+    refuse_entry,
+)
 
 NAME = "anthropic"
 
@@ -79,10 +84,18 @@ def convert(message: dict[str, Any]) -> list[dict[str, Any]]:
     return out or [message]
 
 
-def unwrap(body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
-    """A request body's ``messages``, with its top-level ``system`` prompt as a first message."""
+def unwrap(body: dict[str, Any]) -> tuple[Any, list[dict[str, Any] | Problem]]:
+    """A request body's ``messages``, with its top-level ``system`` prompt (a string or a list of
+    blocks; null or empty: none) as a first message, or the ``Problem`` refusing a ``system`` of
+    another type."""
     system = body.get("system")
-    prepended = [{"role": "system", "content": system}] if system else []
+    prepended: list[dict[str, Any] | Problem] = []
+    if isinstance(system, str | list):
+        if system:
+            prepended.append({"role": "system", "content": system})
+    elif system is not None:
+        found = json_type(system)
+        prepended.append(refuse_entry(-1, f"system is {found}, not a string or a list"))
     return body.get("messages"), prepended
 
 
@@ -98,6 +111,8 @@ def _anthropic_block(block: Any) -> bool:
     if not isinstance(block, dict):
         return False
     kind = block.get("type")
+    if not isinstance(kind, str):  # a block type that is not a string marks nothing
+        return False
     return kind in _MARKERS or (kind == "thinking" and "thinking" in block)
 
 

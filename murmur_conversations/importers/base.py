@@ -35,6 +35,13 @@ from murmur_conversations.exceptions import (
     InvalidToolTransition,
     WriteConflict,
 )
+from murmur_conversations.importers.ledger import (
+    IMPORTED,
+    KEPT,
+    REFUSED,
+    Ledger,
+    LineCounts,
+)
 from murmur_conversations.importers.records import (
     TITLE_EXPORTED,
     Begin,
@@ -92,7 +99,8 @@ class Outcome:
     included); ``children`` the ids of child conversations among them; ``unknown_kinds`` the
     unknown records by kind; ``subagent_lines`` the lines of subagents (kept with their child
     conversation); ``bookkeeping_only`` the lines of keys that had nothing to show (not kept);
-    ``titles`` the titles this import set, per conversation id."""
+    ``titles`` the titles this import set, per conversation id; ``lines`` what became of
+    every line read (``ledger.LineCounts``: its counts always add up to the lines read)."""
 
     messages_added: int = 0
     messages_seen: int = 0
@@ -113,6 +121,9 @@ class Outcome:
     #: theirs left out (docs/formats.md "Deleted conversations stay deleted").
     deleted: list[str] = field(default_factory=list)
     deleted_items: int = 0
+    lines: LineCounts = field(default_factory=LineCounts)
+    #: Whether the source was one JSON document, accounted for by its messages (``lines``).
+    document: bool = False
 
     @property
     def unknown(self) -> int:
@@ -146,7 +157,6 @@ class _Target:
     conversation: Conversation | None = None
     messages: list[Held] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
-    refused_ids: set[str] = field(default_factory=set)
     first_time: datetime | None = None  # the first line time of this key
     title: Title | None = None  # the best title of this key
     unknown_held: bool = False  # an unknown record of this key: kept whatever comes
@@ -197,6 +207,7 @@ class _Writer:
         self.previous_titles = previous_titles or {}
         self.final = final
         self.restore_deleted = restore_deleted
+        self.ledger = Ledger()
 
     @property
     def current(self) -> _Target:
@@ -206,12 +217,15 @@ class _Writer:
         return self.target
 
     def problem(self, problem: Problem) -> None:
+        """Report a refusal (a parser's, or a write that failed) and count it; a refused line
+        keeps nothing, its source record included."""
         self.outcome.problems += 1
+        self.ledger.mark(problem.line, problem.entry, REFUSED)
         # Reports go to stderr and logs: no secret in them either (docs/write-path.md).
         reason, found = redact(problem.reason)
         shown, found_in_excerpt = redact(problem.excerpt)
         if found or found_in_excerpt:
-            problem = Problem(problem.line, reason, shown)
+            problem = replace(problem, reason=reason, excerpt=shown)
         self.report(problem)
 
     def choose_clock(self, items: list[Item], *, final: bool) -> bool:
@@ -260,14 +274,17 @@ class _Writer:
             self.kept(item)
         elif isinstance(item, ToolUpdate):
             self.outcome.usable += 1
+            self.ledger.mark(item.line, None, IMPORTED)
             self.tool_update(item)
         elif isinstance(item, StatusChange):
             self.outcome.usable += 1
             self.status(item)
         elif isinstance(item, Notice):
             self.outcome.usable += 1
+            self.ledger.mark(item.line, None, IMPORTED)
             self.notice(item)
         elif isinstance(item, Rated):
+            self.ledger.mark(item.line, None, IMPORTED)
             self.rated(item)
         elif isinstance(item, Delta):
             self.delta(item)
@@ -500,6 +517,9 @@ class _Writer:
         )
         if bookkeeping_only and not self._exists(target):
             self.outcome.bookkeeping_only += len(target.records)
+            for record in target.records:
+                if record["line_number"] is not None:
+                    self.ledger.not_kept(record["line_number"])
             target.records = []
         self.flush(target, force=True)
         conversation = target.conversation
@@ -532,14 +552,14 @@ class _Writer:
         except InvalidContent as error:
             kept = self._without_unreadable_usage(item)
             if kept is None:
-                target.refused_ids.add(str(item.message.get("id")))
                 shown = excerpt(redact(compact_json(item.message)).value)
-                self.problem(Problem(item.line, str(error), shown))
+                self.problem(Problem(item.line, str(error), shown, entry=item.entry))
                 return
             item = kept
             normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         self.outcome.messages_seen += 1
         self.outcome.usable += 1
+        self.ledger.mark(item.line, item.entry, IMPORTED)
         target.messages.append((item.message, item.line, self.time(item.at), item.once, normalized))
         if len(target.messages) >= BATCH:
             self.flush()
@@ -570,11 +590,18 @@ class _Writer:
 
     def kept(self, item: Kept) -> None:
         target = self.current
-        if item.source_key in target.refused_ids:
-            return  # the raw line of a refused message is not kept either
+        if self._refused(item.line):
+            return  # a refused line keeps nothing, its source record included
         if not item.source_key or len(item.source_key) > 255:
-            self.problem(Problem(item.line, "source key is empty or longer than 255 characters"))
+            self.problem(
+                Problem(
+                    item.line,
+                    "source key is empty or longer than 255 characters",
+                    entry=item.entry,
+                )
+            )
             return
+        self.ledger.mark(item.line, item.entry, KEPT)
         self.time(item.at)
         if item.unknown:
             self.outcome.unknown_kinds[item.kind or item.record_type] += 1
@@ -611,12 +638,13 @@ class _Writer:
         try:
             conversation = self.ensure(target)
         except ConversationsError as error:
+            self._refuse_held(target, f"conversation {target.key!r} not created: {error}")
             target.messages, target.records = [], []
-            self.problem(Problem(None, f"conversation {target.key!r} not created: {error}"))
             return
         messages = self._without_replayed_results(conversation, target.messages)
         target.messages = []
-        records, target.records = target.records, []
+        records = [r for r in target.records if not self._refused(r["line_number"])]
+        target.records = []
         before = conversation.record_length
         times = [at for _, _, at, _, _ in messages]
         stamped = [t for t in times if t is not None]
@@ -636,12 +664,37 @@ class _Writer:
                 )
             )
         except ConversationsError as error:
-            lines = [line for _, line, _, _, _ in messages if line is not None]
-            where = f"lines {min(lines)}-{max(lines)}" if lines else "a batch of messages"
-            self.problem(Problem(None, f"{where} not saved: {error}"))
+            target.messages, target.records = messages, records
+            self._refuse_held(target, f"not saved: {error}")
+            target.messages, target.records = [], []
             return
         conversation.refresh_from_db(fields=["record_length"])
         self.outcome.messages_added += conversation.record_length - before
+
+    def _refused(self, line: int | None) -> bool:
+        return line is not None and self.ledger.fate(line) == REFUSED
+
+    def _refuse_held(self, target: _Target, reason: str) -> None:
+        """A write of what is held for ``target`` failed: each of its lines is refused, by
+        number (one report for what came from a whole document)."""
+        lines = sorted(
+            {line for _, line, _, _, _ in target.messages if line is not None}
+            | {r["line_number"] for r in target.records if r["line_number"] is not None}
+        )
+        for line in lines:
+            self.problem(Problem(line, reason))
+        if not lines:
+            self.problem(Problem(None, reason))
+
+    def refuse_unaccounted(self) -> None:
+        """Refuse every line read that nothing came of (not imported, not kept, not refused by
+        its parser), so no line is ever dropped silently; then total the ledger."""
+        for line in self.ledger.unaccounted():
+            self.problem(
+                Problem(line, "nothing was read from this line (not a record this format reads)")
+            )
+        self.outcome.lines = self.ledger.counts()
+        self.outcome.document = self.ledger.document
 
     def _without_replayed_results(
         self, conversation: Conversation, messages: list[Held]
@@ -892,6 +945,7 @@ def run_import(
     )
     ahead: list[Item] | None = None if live else []  # read ahead for the file's clock
     for line in lines:
+        writer.ledger.read(line.number)
         items = parser.feed(line)
         if ahead is not None:
             ahead.extend(items)
@@ -910,4 +964,6 @@ def run_import(
     for item in items:
         writer.handle(item)
     writer.close_open_calls()
+    writer.ledger.document = bool(getattr(parser, "document", False))
+    writer.refuse_unaccounted()
     return outcome

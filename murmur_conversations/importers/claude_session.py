@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from murmur_conversations.importers.anthropic import convert
 from murmur_conversations.importers.records import (
+    MISSING,
     TITLE_CUSTOM,
     TITLE_GENERATED,
     TITLE_PROMPT,
@@ -53,6 +54,7 @@ from murmur_conversations.importers.records import (
     StatusChange,
     Subagent,
     Title,
+    kind_of,
     known,
     parse_line,
     parse_time,
@@ -60,6 +62,7 @@ from murmur_conversations.importers.records import (
     sha256_hex,
     unknown_key,
     with_id,
+    wrong_type,
 )
 from murmur_conversations.redaction import redact_and_cut
 
@@ -440,6 +443,9 @@ class ClaudeParser:
         return titles[-1:]
 
     def _read(self, value: dict[str, Any], line: SourceLine) -> list[Item]:
+        refused = _wrong_line(value, line)
+        if refused is not None:
+            return [refused]
         kind = value.get("type")
         at = parse_time(value.get("timestamp"))
         agent = self.locate(value)
@@ -790,6 +796,30 @@ class ClaudeParser:
             *title,
             Notice(key, "system", content_type, content, metadata, line.number, at),
         ]
+
+
+def _wrong_line(value: dict[str, Any], line: SourceLine) -> Problem | None:
+    """The refusal of a line this version cannot read whole, else None: a ``type`` that is not a
+    string, a ``user`` or ``assistant`` line whose ``message`` is not an object, a tool result
+    whose ``tool_use_id``, a call whose ``id`` or ``name`` is not a string. (A line without a
+    ``type`` is an unknown record.)"""
+    kind = kind_of(value, "type", line)
+    if isinstance(kind, Problem):
+        return kind
+    if kind not in ("user", "assistant"):
+        return None
+    message = value.get("message", MISSING)
+    if not isinstance(message, dict):
+        return wrong_type(line, "message", message, "an object")
+    content = message.get("content")
+    for n, block in enumerate(content if isinstance(content, list) else ()):
+        kind = block.get("type") if isinstance(block, dict) else None
+        wanted = {"tool_result": ("tool_use_id",), "tool_use": ("id", "name")}.get(str(kind), ())
+        for name in wanted:
+            found = block.get(name, MISSING)
+            if not isinstance(found, str):
+                return wrong_type(line, f"message.content[{n}].{name}", found, "a string")
+    return None
 
 
 def _call_ids(blocks: list[Any]) -> set[str]:

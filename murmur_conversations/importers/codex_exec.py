@@ -27,6 +27,7 @@ import json
 from typing import Any, Final
 
 from murmur_conversations.importers.records import (
+    MISSING,
     TITLE_FALLBACK,
     Delta,
     HeldUntilKeyed,
@@ -41,9 +42,11 @@ from murmur_conversations.importers.records import (
     Title,
     ToolUpdate,
     first_text,
+    kind_of,
     parse_line,
     sha256_hex,
     unknown_key,
+    wrong_type,
 )
 
 KNOWN_TYPES: Final = frozenset(
@@ -99,7 +102,10 @@ class ExecParser(HeldUntilKeyed):
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
-        kind = value.get("type")
+        kind = kind_of(value, "type", line)
+        refused = kind if isinstance(kind, Problem) else _wrong_item(kind, value, line)
+        if refused is not None:
+            return [refused]
         if (
             kind == "thread.started"
             and self.key is None
@@ -247,6 +253,25 @@ class ExecParser(HeldUntilKeyed):
         """Two index slots per line: a call and its result can share a line."""
         slot = slot + 1 if line == previous else 0
         return (line - 1) * 2 + slot, slot
+
+
+def _wrong_item(kind: str | None, value: dict[str, Any], line: SourceLine) -> Problem | None:
+    """The refusal of an ``item.*`` event whose item cannot be read (not an object, an ``id`` or
+    ``type`` that is not a string, a ``status`` that is not a string, a todo list's ``items``
+    that are not an array), else None."""
+    if kind is None or not kind.startswith("item.") or kind == "item.plan.delta":
+        return None
+    item = value.get("item", MISSING)
+    if not isinstance(item, dict):
+        return wrong_type(line, "item", item, "an object")
+    for name in ("id", "type"):
+        if not isinstance(item.get(name), str):
+            return wrong_type(line, f"item.{name}", item.get(name, MISSING), "a string")
+    if "status" in item and not isinstance(item["status"], str):
+        return wrong_type(line, "item.status", item["status"], "a string")
+    if item["type"] == "todo_list" and not isinstance(item.get("items"), list):
+        return wrong_type(line, "item.items", item.get("items", MISSING), "an array")
+    return None
 
 
 def sniff(first: dict[str, Any]) -> bool:

@@ -36,6 +36,7 @@ from typing import Any, Final
 from murmur_conversations import jsonenc
 from murmur_conversations.exits import exit_status
 from murmur_conversations.importers.records import (
+    MISSING,
     TITLE_CUSTOM,
     TITLE_PROMPT,
     HeldUntilKeyed,
@@ -48,10 +49,12 @@ from murmur_conversations.importers.records import (
     SourceLine,
     Title,
     ToolUpdate,
+    kind_of,
     parse_line,
     parse_time,
     prompt_title,
     unknown_key,
+    wrong_type,
 )
 
 #: Rollout line types (``RolloutItem``, openai/codex ``codex-rs/protocol``).
@@ -110,6 +113,30 @@ def _text_blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         blocks.append({"type": "text", "text": content})
     return blocks
+
+
+def _wrong_line(value: dict[str, Any], line: SourceLine) -> Problem | None:
+    """The refusal of a rollout line this version cannot read whole, else None: a ``type`` (or a
+    ``response_item``'s ``payload.type``) that is not a string, a known line whose ``payload``
+    is not an object, a message whose ``content`` is neither text nor a list. (A line without a
+    ``type`` is an unknown record.)"""
+    kind = kind_of(value, "type", line)
+    if isinstance(kind, Problem):
+        return kind
+    if kind not in KNOWN_LINES:
+        return None
+    payload = value.get("payload", MISSING)
+    if not isinstance(payload, dict):
+        return wrong_type(line, "payload", payload, "an object")
+    if kind != "response_item":
+        return None
+    item = kind_of(payload, "type", line)
+    if isinstance(item, Problem):
+        return wrong_type(line, "payload.type", payload["type"], "a string")
+    content = payload.get("content")
+    if item == "message" and content is not None and not isinstance(content, str | list):
+        return wrong_type(line, "payload.content", content, "a string or an array")
+    return None
 
 
 def _injected(role: Any, blocks: list[Any]) -> bool:
@@ -311,6 +338,9 @@ class RolloutParser(HeldUntilKeyed):
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
+        refused = _wrong_line(value, line)
+        if refused is not None:
+            return [refused]
         kind = value.get("type")
         payload = value.get("payload")
         at = parse_time(value.get("timestamp"))

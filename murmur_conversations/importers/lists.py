@@ -20,19 +20,23 @@ from murmur_conversations.importers.records import (
     Problem,
     SourceLine,
     compact_json,
-    excerpt,
+    json_type,
     key_of_messages,
     known,
     parse_json,
     parse_line,
+    refuse,
+    refuse_entry,
     unknown_key,
     with_id,
+    wrong_type,
 )
 
 #: Turns one message as the source gives it into the messages of docs/write-path.md.
 Convert = Callable[[dict[str, Any]], list[dict[str, Any]]]
-#: Extracts the message list of a request body object: ``(messages, prepended)``.
-Unwrap = Callable[[dict[str, Any]], tuple[Any, list[dict[str, Any]]]]
+#: Extracts the message list of a request body object: ``(messages, prepended)``; a prepended
+#: entry is a message, or the ``Problem`` refusing a top-level key it would come from.
+Unwrap = Callable[[dict[str, Any]], tuple[Any, list[dict[str, Any] | Problem]]]
 
 
 class ListParser:
@@ -43,12 +47,20 @@ class ListParser:
         self.convert = convert
         self.unwrap = unwrap
         self.mode: str | None = None  # "jsonl" or "document"
-        self.document: list[SourceLine] = []
+        self.lines: list[SourceLine] = []  # a document's lines, read at the end
         self.key: str | None = context.conversation_id or None
         self.begun = False
         self.originals: list[Any] = []  # the messages as given, for the key, until it is known
-        self.held: list[tuple[Any, int | None]] = []  # (message, Problem), with its line
+        #: (message or Problem, its line or None, its position in a document or None)
+        self.held: list[tuple[Any, SourceLine | None, int | None]] = []
         self.index = 0  # 0-based ordinal of the id rule; a refused item takes one too
+        self.as_lines = False  # a "document" that is not one, read as JSON Lines after all
+
+    @property
+    def document(self) -> bool:
+        """Whether the source is read as one JSON document (its messages are accounted for, not
+        its lines: docs/formats.md "Every line accounted for")."""
+        return self.mode == "document" and not self.as_lines
 
     def feed(self, line: SourceLine) -> list[Item]:
         """A JSONL line is read at once; a document's lines are held until ``finish``."""
@@ -57,14 +69,14 @@ class ListParser:
             single = reason is None and isinstance(value, dict) and not _is_body(value)
             self.mode = "jsonl" if single else "document"
         if self.mode == "document":
-            self.document.append(line)
+            self.lines.append(line)
             return []
         return self._jsonl(line)
 
     def finish(self) -> list[Item]:
         """Read a held document, then release everything held back for the key."""
         items: list[Item] = []
-        if self.document:
+        if self.lines:
             items.extend(self._read_document())
         if self.key is None:
             self.key = key_of_messages(self.originals)
@@ -72,54 +84,53 @@ class ListParser:
         return items
 
     def _jsonl(self, line: SourceLine) -> list[Item]:
-        return self._take(parse_line(line), line.number)
+        return self._take(parse_line(line), line, None)
 
     def _read_document(self) -> list[Item]:
-        lines, self.document = self.document, []
+        lines, self.lines = self.lines, []
         value, reason = parse_json("\n".join(line.text for line in lines), document=True)
         if reason is not None and lines[0].text.lstrip().startswith("{"):
             # Not one document: read it as JSON Lines, so each bad line is reported alone.
+            self.as_lines = True
             return [item for line in lines for item in self._jsonl(line)]
         first = lines[0]
         if reason is not None:
-            return self._take(Problem(first.number, reason, excerpt(first.text)), None)
-        prepended: list[dict[str, Any]] = []
+            return self._take(refuse(first, reason), None, None)
+        prepended: list[dict[str, Any] | Problem] = []
         if isinstance(value, dict):
             value, prepended = self.unwrap(value)
         if not isinstance(value, list):
-            problem = Problem(
-                first.number,
-                "not a message list (a JSON array of messages, or an object with 'messages')",
-                excerpt(first.text),
+            problem = refuse(
+                first, "not a message list (a JSON array of messages, or an object with 'messages')"
             )
-            return self._take(problem, None)
+            return self._take(problem, None, None)
         items: list[Item] = []
+        # A prepended message (a body's ``system``) is accounted for as the document's entry -1.
         for message in prepended:
-            items.extend(self._take(message, None, for_key=False))
+            items.extend(self._take(message, None, -1, for_key=False))
         for position, message in enumerate(value):
             if isinstance(message, dict):
-                items.extend(self._take(message, None))
+                items.extend(self._take(message, None, position))
             else:
-                kind = type(message).__name__
-                items.extend(
-                    self._take(
-                        Problem(None, f"item {position} is a JSON {kind}, not an object"), None
-                    )
-                )
+                found = json_type(message)
+                problem = refuse_entry(position, f"{found}, not an object")
+                items.extend(self._take(problem, None, position))
         return items
 
-    def _take(self, entry: Any, line: int | None, *, for_key: bool = True) -> list[Item]:
+    def _take(
+        self, entry: Any, line: SourceLine | None, position: int | None, *, for_key: bool = True
+    ) -> list[Item]:
         if isinstance(entry, dict) and for_key:
             self.originals.append(entry)
-        self.held.append((entry, line))
+        self.held.append((entry, line, position))
         if self.key is None and isinstance(entry, dict) and entry.get("role") == "assistant":
             self.key = key_of_messages(self.originals)
         return self._release() if self.key is not None else []
 
     def _release(self) -> list[Item]:
         items: list[Item] = []
-        for entry, line in self.held:
-            items.extend(self._items_of(entry, line))
+        for entry, line, position in self.held:
+            items.extend(self._items_of(entry, line, position))
         self.held.clear()
         self.originals.clear()
         return items
@@ -131,23 +142,38 @@ class ListParser:
         self.begun = True
         return [Begin(key)]
 
-    def _items_of(self, entry: Any, line: int | None) -> list[Item]:
+    def _items_of(self, entry: Any, line: SourceLine | None, position: int | None) -> list[Item]:
         key = known(self.key)
         self.index += 1
         if isinstance(entry, Problem):
             return [entry]
-        if not isinstance(entry.get("role"), str):
+        number = line.number if line is not None else None
+        if "role" in entry and not isinstance(entry["role"], str):
+            return [self._refuse(line, position, "role", entry["role"], "a string")]
+        if "role" not in entry:
             raw = compact_json(entry)
             kind = entry.get("type")
             record_type = kind if isinstance(kind, str) else "unknown"
-            kept = Kept(unknown_key(raw), line, raw, record_type[:64], unknown=True)
+            kept = Kept(
+                unknown_key(raw), number, raw, record_type[:64], unknown=True, entry=position
+            )
             return [*self._begin(), kept]
         self.index -= 1
         items: list[Item] = self._begin()
         for message in self.convert(entry):
-            items.append(Parsed(with_id(key, self.index, message), line))
+            items.append(Parsed(with_id(key, self.index, message), number, entry=position))
             self.index += 1
         return items
+
+    @staticmethod
+    def _refuse(
+        line: SourceLine | None, position: int | None, name: str, value: Any, wanted: str
+    ) -> Problem:
+        """A message of a list whose ``name`` holds the wrong type: its line refused, or in a
+        document its entry."""
+        if line is not None:
+            return wrong_type(line, name, value, wanted)
+        return refuse_entry(position or 0, f"{name} is {json_type(value)}, not {wanted}")
 
 
 def _is_body(value: Any) -> bool:

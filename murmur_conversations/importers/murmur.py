@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from murmur_conversations.importers.records import (
+    MISSING,
     TITLE_EXPORTED,
     Begin,
     Item,
@@ -31,13 +32,14 @@ from murmur_conversations.importers.records import (
     SourceLine,
     StatusChange,
     Title,
-    excerpt,
     known,
     parse_line,
     parse_time,
+    refuse,
     sha256_hex,
     unknown_key,
     with_id,
+    wrong_type,
 )
 
 NAME = "murmur"
@@ -68,11 +70,10 @@ def read_feedback(value: dict[str, Any], line: SourceLine) -> Rated | Problem:
         or not isinstance(comment, str)
         or not (user is None or (isinstance(user, str) and user))
     ):
-        return Problem(
-            line.number,
+        return refuse(
+            line,
             "a feedback line needs message_id (string), part (integer >= 0), rating (1 or -1), "
             "comment (string) and user (null or a username), and nothing else",
-            excerpt(line.text),
         )
     return Rated(message_id, part, rating, comment, user, line.number)
 
@@ -209,7 +210,12 @@ class MurmurParser:
                 return [*begin, rated]
             kept = Kept(unknown_key(line.text), line.number, line.text, FEEDBACK_TYPE)
             return [*begin, kept, rated]
-        if not isinstance(value.get("role"), str):
+        role, given = value.get("role", MISSING), value.get("id")
+        if role is not MISSING and not isinstance(role, str):
+            return [*begin, wrong_type(line, "role", role, "a string")]
+        if given is not None and not isinstance(given, str):
+            return [*begin, wrong_type(line, "id", given, "a string")]
+        if role is MISSING:
             kind = value.get("type")
             record_type = kind[:64] if isinstance(kind, str) else "unknown"
             return [
@@ -245,5 +251,7 @@ def parser(context: ParseContext) -> MurmurParser:
 
 
 def sniff(first: dict[str, Any]) -> bool:
-    """Whether a first JSONL object looks like a murmur message: a string ``role`` and ``id``."""
-    return isinstance(first.get("role"), str) and isinstance(first.get("id"), str)
+    """Whether a first JSONL object looks like a murmur message: a string ``role`` and an ``id``
+    (OpenAI's messages have none; an ``id`` that is null or not a string is still murmur's,
+    refused by the parser rather than read as another format)."""
+    return isinstance(first.get("role"), str) and "id" in first

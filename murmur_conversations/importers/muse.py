@@ -29,9 +29,10 @@ stable however the journal is cut or re-read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from murmur_conversations.importers.records import (
+    MISSING,
     Begin,
     Delta,
     Item,
@@ -43,13 +44,14 @@ from murmur_conversations.importers.records import (
     SourceLine,
     StatusChange,
     ToolUpdate,
-    excerpt,
     known,
     parse_line,
     parse_time,
+    refuse,
     sha256_hex,
     unknown_key,
     with_id,
+    wrong_type,
 )
 
 NAME = "muse"
@@ -117,6 +119,59 @@ def _envelope(value: dict[str, Any]) -> tuple[str, int, str, dict[str, Any]] | N
     return stream_id, sequence, payload_type, payload
 
 
+#: The fields of a journal envelope: a line that has them all is read as one.
+ENVELOPE_FIELDS: Final = ("stream", "sequence", "payload_type", "payload")
+
+
+def _wrong_envelope(value: dict[str, Any], line: SourceLine) -> Problem | None:
+    """The refusal of a line that has every field of an envelope but one of the wrong type (a
+    line lacking some is an unknown record), else None."""
+    if not all(name in value for name in ENVELOPE_FIELDS):
+        return None
+    stream, sequence = value["stream"], value["sequence"]
+    if not isinstance(stream, dict):
+        return wrong_type(line, "stream", stream, "an object")
+    if _str(stream.get("id")) is None:
+        return wrong_type(line, "stream.id", stream.get("id", MISSING), "a non-empty string")
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 1:
+        return wrong_type(line, "sequence", sequence, "a positive integer")
+    if _str(value["payload_type"]) is None:
+        return wrong_type(line, "payload_type", value["payload_type"], "a non-empty string")
+    if not isinstance(value["payload"], dict):
+        return wrong_type(line, "payload", value["payload"], "an object")
+    return None
+
+
+def _wrong_payload(payload_type: str, payload: dict[str, Any], line: SourceLine) -> Problem | None:
+    """The refusal of a payload whose fields this version reads hold the wrong type (a terminal's
+    ``text``, a task event's ``task_kind`` or ``idempotency_key``...), else None. Null stands for
+    a field left out."""
+    checks: list[tuple[str, Any]] = []
+    if payload_type.startswith("run.terminal."):
+        checks = [("payload.text", payload.get("text")), ("payload.reason", payload.get("reason"))]
+    elif payload_type.startswith("task.lifecycle."):
+        event = payload.get("event")
+        if event is not None and not isinstance(event, dict):
+            return wrong_type(line, "payload.event", event, "an object")
+        event = event or {}
+        checks = [("payload.task_id", payload.get("task_id"))] + [
+            (f"payload.event.{name}", event.get(name))
+            for name in ("task_id", "kind", "task_kind", "idempotency_key", "reason")
+        ]
+    elif payload_type == "tool.result":
+        facts = payload.get("correlation_facts")
+        if facts is not None and not isinstance(facts, dict):
+            return wrong_type(line, "payload.correlation_facts", facts, "an object")
+        checks = [
+            ("payload.call_id", payload.get("call_id")),
+            ("payload.text", payload.get("text")),
+        ]
+    for name, found in checks:
+        if found is not None and not isinstance(found, str):
+            return wrong_type(line, name, found, "a string")
+    return None
+
+
 def _known(payload_type: str) -> bool:
     return payload_type in KNOWN_TYPES or payload_type.startswith(KNOWN_PREFIXES)
 
@@ -136,6 +191,7 @@ class MuseParser:
         self.sessions: dict[str, _Session] = {}
         self.held: list[Kept] = []  # lines before the first envelope
         self.line = 0
+        self.source_line = SourceLine(0, "")  # the line being read
         self.sequence = 0
         self.slot = 0
         #: task streams the journal linked: task stream id -> (session key, task id)
@@ -149,7 +205,14 @@ class MuseParser:
         value = parse_line(line)
         if isinstance(value, Problem):
             return [value]
+        refused = _wrong_envelope(value, line)
+        if refused is not None:
+            return [refused]
         envelope = _envelope(value)
+        if envelope is not None:
+            refused = _wrong_payload(envelope[2], envelope[3], line)
+            if refused is not None:
+                return [refused]
         payload_type = _str(value.get("payload_type"))
         kept = Kept(
             unknown_key(line.text),
@@ -177,6 +240,7 @@ class MuseParser:
         out = self._switch(key)
         out.append(kept)
         self.line, self.sequence, self.slot = line.number, sequence, 0
+        self.source_line = line
         out.extend(self._read(value, payload_type, payload))
         return out
 
@@ -240,7 +304,7 @@ class MuseParser:
         return Parsed(with_id(key, index, message), self.line)
 
     def _problem(self, reason: str, payload: dict[str, Any]) -> Problem:
-        return Problem(self.line, reason, excerpt(str(payload)))
+        return refuse(self.source_line, reason)
 
     # ------------------------------------------------------------------ payloads
 

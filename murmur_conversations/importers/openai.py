@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from murmur_conversations.importers.lists import ListParser
-from murmur_conversations.importers.records import ParseContext
+from murmur_conversations.importers.records import ParseContext, Problem
 
 NAME = "openai"
 
@@ -20,7 +20,7 @@ def convert(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [message]
 
 
-def unwrap(body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+def unwrap(body: dict[str, Any]) -> tuple[Any, list[dict[str, Any] | Problem]]:
     """A request body's ``messages`` (the system prompt is already one of them)."""
     return body.get("messages"), []
 

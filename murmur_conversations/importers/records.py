@@ -81,6 +81,9 @@ class Parsed:
     #: A tool result that a log may write again (a resumed Claude Code session replays its
     #: turns): dropped when its call already has a result in the conversation.
     once: bool = False
+    #: The 0-based position of the message in a one-document source (``line`` None), so each
+    #: message of a document is accounted for (docs/formats.md "Every line accounted for").
+    entry: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class Kept:
     kind: str = ""
     subagent: Subagent | None = None
     cut: bool = False
+    entry: int | None = None  # as ``Parsed.entry``
 
 
 @dataclass(frozen=True)
@@ -189,14 +193,16 @@ class Delta:
 
 @dataclass(frozen=True)
 class Problem:
-    """A refused line (or document): ``line`` is None for a whole document or source.
-    ``refused`` False: a notice about a line that was imported (e.g. without its unreadable
-    usage)."""
+    """A refused line (or document): ``line`` is None for a whole document or source, or for a
+    message of a one-document source (``entry``, its 0-based position). ``refused`` False: a
+    notice about a line that was imported (e.g. without its unreadable usage). Parsers make
+    refusals with :func:`refuse` (or :func:`wrong_type`)."""
 
     line: int | None
     reason: str
     excerpt: str = ""
     refused: bool = True
+    entry: int | None = None
 
 
 Item = (
@@ -371,6 +377,68 @@ def parse_json(text: str, *, document: bool = False) -> tuple[Any, str | None]:
         return None, f"not JSON ({error})"
 
 
+def json_type(value: Any) -> str:
+    """The JSON type of a value ``json.loads`` gave, as a report names it: ``a string``,
+    ``a number``, ``true``, ``null``, ``an array``, ``an object``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def refuse(line: SourceLine, reason: str) -> Problem:
+    """The one way a parser refuses a line (docs/formats.md "Every line accounted for"): the
+    ``Problem`` naming its number, ``reason`` and an excerpt of it. The writer reports it on
+    stderr, counts it refused, keeps nothing of it (not even its source record) and the import
+    exits 1."""
+    return Problem(line.number, reason, excerpt(line.text))
+
+
+def refuse_entry(position: int, reason: str) -> Problem:
+    """:func:`refuse` for a message of a one-document source, by its 0-based ``position`` (-1: a
+    request body's top-level ``system``); reported as ``item N`` (``system``)."""
+    return Problem(None, reason, entry=position)
+
+
+def wrong_type(line: SourceLine, name: str, value: Any, wanted: str) -> Problem:
+    """:func:`refuse` a line whose field ``name`` (a dotted path, ``item.id``) holds ``value``
+    where ``wanted`` (``a string``, ``an object``...) belongs, or is missing (``value`` is
+    :data:`MISSING`)."""
+    found = "missing" if value is MISSING else json_type(value)
+    return refuse(line, f"{name} is {found}, not {wanted}")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: What :func:`wrong_type` is given for a key the line does not have.
+MISSING: Any = _Missing()
+
+
+def kind_of(value: dict[str, Any], name: str, line: SourceLine) -> str | Problem | None:
+    """The record kind a line names in its field ``name`` (``type``, ``payload_type``...): the
+    string, None when the line has no such key (an unknown record, kept as a source record), or
+    the ``Problem`` refusing a line whose kind is not a string (``{"type": 5}`` is not a record
+    type a later version may write; it is a broken line)."""
+    if name not in value:
+        return None
+    kind = value[name]
+    if isinstance(kind, str):
+        return kind
+    return wrong_type(line, name, kind, "a string")
+
+
 def parse_line(line: SourceLine) -> dict[str, Any] | Problem:
     """The JSON object on ``line``, or the ``Problem`` that refuses it (a torn last line, text that
     is not JSON, or JSON that is not an object)."""
@@ -378,11 +446,9 @@ def parse_line(line: SourceLine) -> dict[str, Any] | Problem:
     if reason is not None:
         if not line.complete:
             reason = "torn last line (no final newline; the writer stopped mid-line)"
-        return Problem(line.number, reason, excerpt(line.text))
+        return refuse(line, reason)
     if not isinstance(value, dict):
-        return Problem(
-            line.number, f"a JSON {type(value).__name__}, not an object", excerpt(line.text)
-        )
+        return refuse(line, f"a JSON {type(value).__name__}, not an object")
     return value
 
 

@@ -89,7 +89,7 @@ def _document_format(value: Any) -> str | None:
         if isinstance(value.get(holder), list) and frontends.sniff(value[holder]):
             return frontends.sniff(value[holder])
     if "messages" in value:
-        if isinstance(value.get("system"), str | list):
+        if "system" in value:  # only Anthropic's request bodies have a top-level system prompt
             return anthropic.NAME
         return _list_format(value["messages"])
     return None

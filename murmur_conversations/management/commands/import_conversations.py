@@ -6,6 +6,9 @@ refused; 2 when no source had a usable line, and for usage errors (unknown owner
 do not exist and everything that does was imported (each missing one is named on stderr; refused
 lines, 1, take precedence). A ``--follow`` stopped by Ctrl-C or SIGTERM while it waits ends as a
 finished import does: summary, then the exit code of what it read.
+Every line read is accounted for: each source's summary ends with how many lines were read and
+how many of them were imported, kept as source records, not kept, or refused (docs/formats.md
+"Every line accounted for").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -361,7 +365,11 @@ class Command(AppCommand):
     # ------------------------------------------------------------------ one source
 
     def _report(self, name: str, problem: Problem) -> None:
+        """``PATH:LINE: reason: excerpt`` on stderr; ``PATH: item N: reason`` for a message of a
+        one-document source (``system`` for a request body's top-level prompt)."""
         where = f"{name}:{problem.line}" if problem.line is not None else name
+        if problem.line is None and problem.entry is not None:
+            where += ": system" if problem.entry < 0 else f": item {problem.entry}"
         tail = f": {problem.excerpt}" if problem.excerpt else ""
         self.stderr.write(f"{where}: {problem.reason}{tail}")
 
@@ -462,6 +470,11 @@ class Command(AppCommand):
                     "command again to resume",
                     returncode=1,
                 ) from None
+        if refused:  # lines that were not UTF-8, refused before the parser saw them
+            counts = outcome.lines
+            outcome.lines = replace(
+                counts, read=counts.read + refused, refused=counts.refused + refused
+            )
         self._summary(name, source, outcome, dry_run)
         if not outcome.usable and not outcome.deleted:
             raise CommandError("the source had no usable line; nothing was imported", returncode=2)
@@ -593,7 +606,7 @@ class Command(AppCommand):
             )
         if outcome.subagent_lines:
             text += f", {outcome.subagent_lines} subagent line(s) in child conversations"
-        self.stdout.write(text + how)
+        self.stdout.write(text + how + _accounted(outcome))
 
 
 def _names_a_source(path: str) -> bool:
@@ -614,6 +627,19 @@ def wait_for_append() -> None:
     """The default ``--follow`` wait at the end of a file: a short sleep before reading again.
     Tests pass their own through the ``follow_wait`` option."""
     time.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _accounted(outcome: Outcome) -> str:
+    """``; N line(s) read: I imported, K kept as source records, R refused`` (docs/formats.md
+    "Every line accounted for"): the counts add up to the lines read. A one-document source is
+    counted by its messages."""
+    lines = outcome.lines
+    unit = "message(s)" if outcome.document else "line(s)"
+    not_kept = f", {lines.not_kept} not kept" if lines.not_kept else ""
+    return (
+        f"; {lines.read} {unit} read: {lines.imported} imported, {lines.kept} kept as source "
+        f"records{not_kept}, {lines.refused} refused"
+    )
 
 
 def _kinds(outcome: Outcome) -> str:
