@@ -37,7 +37,7 @@ from murmur_conversations.importers.records import (
     ToolUpdate,
 )
 from murmur_conversations.models import Conversation
-from tests.import_helpers import JSON, feed, run
+from tests.import_helpers import JSON, export, feed, run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -247,10 +247,12 @@ def refusals(err: str, path: Path) -> tuple[set[str], list[str]]:
     return named, other
 
 
-def assert_accounted(path: Path, fmt: str, user: User, lines_in_file: int | None) -> None:
-    """Import ``path`` as ``fmt`` and check the invariant of docs/formats.md "Every line
-    accounted for"."""
-    code, out, err = run(path, "--owner", user.username, "--format", fmt)
+def assert_accounted(
+    path: Path, fmt: str, user: User, lines_in_file: int | None, *extra: str
+) -> None:
+    """Import ``path`` as ``fmt`` (with ``extra`` options) and check the invariant of
+    docs/formats.md "Every line accounted for"."""
+    code, out, err = run(path, "--owner", user.username, "--format", fmt, *extra)
     named, other = refusals(err, path)
     if any("refused whole" in o for o in other):
         assert code == 2
@@ -310,6 +312,29 @@ def test_every_message_of_a_mutated_document_is_imported_kept_or_refused(
     target = tmp_path_factory.mktemp("accounting") / "log.json"
     target.write_text(json.dumps(changed, indent=2, ensure_ascii=False), "utf-8")
     assert_accounted(target, fmt, user, None)
+
+
+FRONTENDS = ["vercel-ui", "ag-ui", "openai-items"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", FRONTENDS)
+@COMMAND_FUZZ
+@given(data=st.data())
+def test_every_message_of_a_mutated_frontend_list_is_imported_kept_or_refused(
+    fmt: str, data: st.DataObject, user: User, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same for the frontend shapes, starting from the export of a real-shaped conversation
+    (the murmur fixture) in that shape."""
+    _, path = JSONL_SOURCES["murmur"]
+    code, _, err = run(FIXTURES / path, "--owner", user.username)
+    assert (code, err) == (0, "")
+    conversation = Conversation.objects.get(owner=user, source="murmur")
+    document = json.loads(export(conversation, "--format", fmt))
+    [changed] = data.draw(mutated([document]))
+    target = tmp_path_factory.mktemp("accounting") / "list.json"
+    target.write_text(json.dumps(changed, indent=2, ensure_ascii=False), "utf-8")
+    assert_accounted(target, fmt, user, None, "--conversation-id", "fuzzed")
 
 
 # ------------------------------------------------------------------------------ issue 31, item 7

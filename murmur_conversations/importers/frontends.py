@@ -14,6 +14,7 @@ every turn appends only what is new, and nothing stored is changed or removed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Final
 
 from murmur_conversations.frontends import ag_ui, openai_items, vercel_ui
@@ -24,12 +25,13 @@ from murmur_conversations.importers.records import (
     Item,
     ParseContext,
     Parsed,
-    Problem,
     SourceLine,
     compact_json,
     excerpt,
     key_of_messages,
     parse_json,
+    refuse,
+    refuse_entry,
     with_id,
 )
 
@@ -87,6 +89,10 @@ class FrontendParser:
         self.name = name
         self.lines: list[SourceLine] = []
 
+    #: One JSON document: its messages are accounted for, not its lines (docs/formats.md "Every
+    #: line accounted for").
+    document = True
+
     def feed(self, line: SourceLine) -> list[Item]:
         """Lines are held: the source is one JSON document."""
         self.lines.append(line)
@@ -99,10 +105,10 @@ class FrontendParser:
         first = self.lines[0]
         value, reason = parse_json("\n".join(line.text for line in self.lines), document=True)
         if reason is not None:
-            return [Problem(first.number, reason, excerpt(first.text))]
+            return [refuse(first, reason)]
         messages, named = self._unwrap(value)
         if messages is None:
-            return [Problem(first.number, self._not_a_list(), excerpt(first.text))]
+            return [refuse(first, self._not_a_list())]
         key = self.context.conversation_id or _named_in(messages) or named
         if not key:
             key = key_of_messages(messages)
@@ -115,9 +121,9 @@ class FrontendParser:
         for indexes, record, once in CONVERTERS[self.name](messages):
             if isinstance(record, UnreadablePart):
                 shown = excerpt(compact_json(messages[indexes[0]]))
-                items.append(Problem(None, f"item {indexes[0]}: {record}", shown))
+                items.append(replace(refuse_entry(indexes[0], str(record)), excerpt=shown))
             else:
-                items.append(Parsed(record, None, once=once))
+                items.append(Parsed(record, None, once=once, entry=indexes[0]))
         return items
 
     def _unwrap(self, value: Any) -> tuple[list[Any] | None, str | None]:
