@@ -197,7 +197,8 @@ def test_a_line_that_imports_given_a_value_of_another_type_is_refused_or_still_i
     others = [r for r in choices if not isinstance(r, kind)]
     if kind is int:  # True is an int to Python, not to JSON
         others = [r for r in others if r is not True] + [True]
-    replacement = data.draw(st.sampled_from([*others, "[wrap]", "{wrap}"]))
+    wraps = [w for w, same in (("[wrap]", list), ("{wrap}", dict)) if kind is not same]
+    replacement = data.draw(st.sampled_from([*others, *wraps]))
     changed = list(texts)
     changed[at - 1] = json.dumps(mutate(values[at - 1], path, replacement), ensure_ascii=False)
     after = feed(fmt, changed)

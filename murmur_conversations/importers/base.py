@@ -38,6 +38,7 @@ from murmur_conversations.exceptions import (
 from murmur_conversations.importers.ledger import (
     IMPORTED,
     KEPT,
+    NOT_KEPT,
     REFUSED,
     Ledger,
     LineCounts,
@@ -265,6 +266,7 @@ class _Writer:
             self.problem(Problem(None, f"the parser gave {type(item).__name__} before a key"))
         elif self.target.deleted:
             self.outcome.deleted_items += 1
+            self.ledger.mark(getattr(item, "line", None), getattr(item, "entry", None), NOT_KEPT)
         elif isinstance(item, Title):
             if self.target.title is None or item.rank >= self.target.title.rank:
                 self.target.title = item

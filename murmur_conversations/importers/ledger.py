@@ -8,6 +8,9 @@ source record), or **not kept** (a bookkeeping line of a conversation that had n
 docs/formats.md "What every import does"). A one-document source (a JSON array, a request body, an
 envelope) is accounted for by its messages instead of its lines. The fates of lines take one byte
 each, so the ledger of a file of a million lines is a megabyte.
+
+**Not kept** also holds the lines of a conversation deleted since an import (docs/formats.md
+"Deleted conversations stay deleted"): left out on purpose, reported once for the conversation.
 """
 
 from __future__ import annotations
