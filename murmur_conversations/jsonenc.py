@@ -13,12 +13,21 @@ Two documented exceptions keep bytes that already exist: :func:`canonical` is ex
 of docs/formats.md that import ids and conversation keys hash (changing it would change the ids of
 every import), and ``dumps(..., allow_non_finite=True)`` keeps the text of imported input that is
 reported or kept verbatim, where refusing would lose the line.
+
+The bad-text rule (docs/write-path.md) lives here too, below everything that stores or matches
+text: :func:`clean_text` turns NULs and lone surrogates into U+FFFD (``validation`` applies it to
+stored values; ``redaction`` to text RE2 must read, which UTF-8 has to encode).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
+
+_BAD_TEXT: Final = re.compile("[\x00\ud800-\udfff]")
+#: What a NUL or a lone surrogate becomes.
+REPLACEMENT: Final = "\ufffd"
 
 #: Compact separators: no space after ``,`` or ``:``.
 SEPARATORS: Final = (",", ":")
@@ -71,3 +80,12 @@ def loads(text: str | bytes) -> Any:
 
 #: The decoder of :func:`loads` (``json.loads(text, parse_constant=_refuse_constant)``, built once).
 _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def clean_text(text: str) -> str:
+    """Return ``text`` with NULs and lone surrogates replaced by U+FFFD and split pairs joined."""
+    if not _BAD_TEXT.search(text):
+        return text
+    # UTF-16 round trip: a high+low pair becomes its character, a lone surrogate U+FFFD.
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return joined.replace("\x00", REPLACEMENT)

@@ -72,7 +72,7 @@ from django.core.signals import setting_changed
 
 from murmur_conversations import jsonenc
 from murmur_conversations.conf import SETTING_NAME, app_settings
-from murmur_conversations.validation import clean_text
+from murmur_conversations.jsonenc import clean_text
 
 T = TypeVar("T")
 
@@ -918,7 +918,7 @@ setting_changed.connect(_forget, dispatch_uid="murmur_conversations.redaction")
 
 def _matchable(text: str) -> str:
     """``text`` as RE2 can read it: text that UTF-8 cannot encode (a lone surrogate, from a raw
-    line or a caller's string) is repaired as stored text is (``validation.clean_text``); the
+    line or a caller's string) is repaired as stored text is (``jsonenc.clean_text``); the
     repaired copy is what a redaction returns, and only when it replaced something."""
     try:
         text.encode("utf-8")

@@ -43,8 +43,8 @@ from django.utils.dateparse import parse_datetime
 
 from murmur_conversations import bigrams, search_index
 from murmur_conversations.exceptions import InvalidSearch
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.models import Conversation, DisplayMessage
-from murmur_conversations.validation import clean_text
 
 #: Longest query, in characters.
 MAX_QUERY_CHARS: Final = 500

@@ -14,22 +14,12 @@ from typing import Any, Final
 
 from murmur_conversations import jsonenc
 from murmur_conversations.exceptions import InvalidContent
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.models import ContentType
 
-_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
 #: Deepest nesting of arrays and objects a stored JSON value may have. Deeper values would overflow
 #: the interpreter's recursion limit when encoded or decoded (a ``RecursionError``, not an answer).
 MAX_JSON_DEPTH = 100
-
-
-def clean_text(text: str) -> str:
-    """Return ``text`` with NULs and lone surrogates replaced by U+FFFD and split pairs joined."""
-    if not _BAD_TEXT.search(text):
-        return text
-    # UTF-16 round trip: a high+low pair becomes its character, a lone surrogate U+FFFD.
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return joined.replace("\x00", REPLACEMENT)
 
 
 #: Longest source key (``Conversation.external_id``) stored as it is; longer ones are hashed.

@@ -15,9 +15,9 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.outage import caused_by_database_outage, replace_dead_connections
 from murmur_conversations.redaction import redact
-from murmur_conversations.validation import clean_text
 
 #: The one 404 body of every conversation route; never translated.
 NOT_FOUND_BODY: Final = {"detail": "Not found.", "code": "not_found"}

@@ -11,7 +11,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 
-from murmur_conversations.validation import clean_text
+from murmur_conversations.jsonenc import clean_text
 
 
 class CompactJSONRenderer(JSONRenderer):
@@ -31,7 +31,7 @@ class CompactJSONRenderer(JSONRenderer):
     ) -> bytes:
         """UTF-8 JSON of ``data``. Client text echoed in an answer (an unknown id in an error
         message) may hold a lone surrogate, which UTF-8 cannot encode: such strings are written
-        with U+FFFD in its place (``validation.clean_text``), never a 500."""
+        with U+FFFD in its place (``jsonenc.clean_text``), never a 500."""
         try:
             rendered: bytes = super().render(data, accepted_media_type, renderer_context)
         except UnicodeEncodeError:

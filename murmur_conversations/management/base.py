@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from murmur_conversations.validation import clean_text
+from murmur_conversations.jsonenc import clean_text
 
 
 class AppCommand(BaseCommand):

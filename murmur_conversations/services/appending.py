@@ -18,6 +18,7 @@ from murmur_conversations.exceptions import (
 )
 from murmur_conversations.exits import failure_reason
 from murmur_conversations.ids import new_call_id
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.messages import NormalizedMessage, display_parts, normalize_message
 from murmur_conversations.models import (
     TERMINAL_TOOL_STATUSES,
@@ -51,7 +52,6 @@ from murmur_conversations.validation import (
     check_size,
     check_time,
     clean_json,
-    clean_text,
 )
 
 

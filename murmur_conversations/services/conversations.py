@@ -23,6 +23,7 @@ from murmur_conversations.exceptions import (
     OwnershipConflict,
     ParentConflict,
 )
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.models import (
     Conversation,
     ConversationStatus,
@@ -48,7 +49,6 @@ from murmur_conversations.validation import (
     check_object,
     check_short_string,
     check_time,
-    clean_text,
 )
 
 

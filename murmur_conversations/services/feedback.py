@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from murmur_conversations.exceptions import DisplayMessageNotFound, InvalidContent
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.models import DisplayMessage, Feedback, Rating
 from murmur_conversations.redaction import redact
 from murmur_conversations.services.writing import ConversationRef, Write, owner_pk, writing
-from murmur_conversations.validation import clean_text
 
 #: The longest feedback comment, in characters.
 MAX_COMMENT_CHARS: Final = 2000

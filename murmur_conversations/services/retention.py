@@ -9,6 +9,7 @@ from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.models import AccessLogEntry, Conversation, Hold
 from murmur_conversations.redaction import redact
 from murmur_conversations.services.writing import (
@@ -18,7 +19,7 @@ from murmur_conversations.services.writing import (
     lock_conversation,
     owner_pk,
 )
-from murmur_conversations.validation import check_short_string, clean_text
+from murmur_conversations.validation import check_short_string
 
 #: The longest hold reason, in characters.
 MAX_HOLD_REASON: Final = 10_000

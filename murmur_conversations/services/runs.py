@@ -12,6 +12,7 @@ from django.utils import timezone
 from murmur_conversations import signals
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import InvalidContent, NoPendingAsk
+from murmur_conversations.jsonenc import clean_text
 from murmur_conversations.messages import normalize_message
 from murmur_conversations.models import (
     OPEN_TOOL_STATUSES,
@@ -33,7 +34,6 @@ from murmur_conversations.services.writing import (
     send_on_commit,
     writing,
 )
-from murmur_conversations.validation import clean_text
 
 #: The longest answer to a pending ask, in characters (docs/write-path.md).
 MAX_ANSWER_CHARS: Final = 10_000
