@@ -9,8 +9,8 @@ whenever true), ``source_id`` when set, then the ``extra`` keys in stored order.
 as murmur and exporting again gives the same bytes. Reads go in chunks, so memory stays bounded.
 
 A murmur export is a fixed point of export then import (docs/formats.md "Export"): before the
-record comes the conversation line ``{"type": "murmur.conversation", "title", "created_at",
-"saved_at", "status"}`` (and ``pending_ask`` when set), and before each chunk of record lines a
+record comes the conversation line ``{"type": "murmur.conversation", "conversation_id", "title",
+"created_at", "saved_at", "status"}`` (and ``pending_ask`` when set), and before each chunk of record lines a
 times line ``{"type": "murmur.times", "times": {message_id: ISO 8601 time}}`` dating them. After
 the conversation's own lines (its feedback last) come its children (subagents), oldest first, each
 as the same lines whose conversation line also names it: ``key`` (its key in the export),
@@ -38,6 +38,7 @@ from murmur_conversations.frontends.ag_ui import to_ag_ui
 from murmur_conversations.frontends.openai_items import to_openai_items
 from murmur_conversations.frontends.vercel_ui import to_vercel_ui
 from murmur_conversations.models import (
+    EXPORTED_FROM_KEY,
     Conversation,
     DisplayMessage,
     Feedback,
@@ -128,10 +129,14 @@ def child_key(child: Conversation, parent: Conversation) -> str:
 def conversation_line(
     conversation: Conversation, place: tuple[str, str | None] | None = None
 ) -> dict[str, Any]:
-    """The conversation line of a murmur export: ``type``, then for a child ``key``, ``parent``
-    and ``call_id``, then ``title``, ``created_at``, ``saved_at`` (ISO 8601, UTC), ``status`` and
-    ``pending_ask`` when set."""
-    line: dict[str, Any] = {"type": CONVERSATION_RECORD}
+    """The conversation line of a murmur export: ``type``, ``conversation_id`` (its id, or for a
+    conversation imported from a murmur export the one that export named,
+    ``metadata[EXPORTED_FROM_KEY]``: an import of the export after that conversation's deletion
+    is refused), then for a child ``key``, ``parent`` and ``call_id``, then ``title``,
+    ``created_at``, ``saved_at`` (ISO 8601, UTC), ``status`` and ``pending_ask`` when set."""
+    origin = (conversation.metadata or {}).get(EXPORTED_FROM_KEY)
+    named = origin if isinstance(origin, str) and origin else str(conversation.pk)
+    line: dict[str, Any] = {"type": CONVERSATION_RECORD, "conversation_id": named}
     if place is not None:
         line["key"], line["parent"] = place
         line["call_id"] = conversation.parent_call_id or None

@@ -542,6 +542,15 @@ class ImportedSource(models.Model):
 #: conversations leaves no :class:`DeletedSource`, which would keep a fingerprint of the content
 #: (docs/formats.md "Deleted conversations stay deleted").
 CONTENT_KEYED_SOURCES = frozenset({"openai", "anthropic", "agentfootprint"})
+#: The ``source`` of the :class:`DeletedSource` each deleted conversation of an owner leaves of
+#: its own id (no import format has this name): an import naming that id (a frontend list's
+#: ``metadata.conversationId``, ``--conversation-id``, a murmur export's conversation line) is
+#: refused like one of a deleted source.
+CONVERSATION_ID_SOURCE = "murmur.conversation-id"
+#: The ``Conversation.metadata`` key of a conversation imported from a murmur export: the
+#: ``conversation_id`` its conversation line named, which its own export names again (so export
+#: then import stays a fixed point).
+EXPORTED_FROM_KEY = "exported_from"
 
 
 class DeletedSource(models.Model):
@@ -551,7 +560,9 @@ class DeletedSource(models.Model):
     the deletion's transaction; ``import_conversations`` refuses to import a conversation with
     that identity again unless ``--restore-deleted`` (docs/formats.md "Deleted conversations stay
     deleted"). Conversations without an owner or an ``external_id``, and those of
-    :data:`CONTENT_KEYED_SOURCES`, leave none."""
+    :data:`CONTENT_KEYED_SOURCES`, leave none of their key; every conversation with an owner
+    leaves one of its own id (``source`` :data:`CONVERSATION_ID_SOURCE`, ``key_hash`` the
+    sha256 of the id's canonical text)."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_deleted_sources"

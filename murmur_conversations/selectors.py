@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 
 from murmur_conversations.conf import app_settings
 from murmur_conversations.models import (
+    CONVERSATION_ID_SOURCE,
     AccessLogEntry,
     ContentType,
     Conversation,
@@ -369,19 +370,24 @@ def retention_cutoff(older_than: timedelta) -> datetime | None:
 
 def deleted_source(*, owner: Any, source: str, external_id: str) -> datetime | None:
     """When ``owner``'s conversation of ``source`` keyed ``external_id`` was deleted (its
-    ``DeletedSource``), or None when it never was, or when a conversation with that identity
-    exists again (restored on purpose). ``owner``: a user or its pk. ``external_id`` is taken
-    as a source gives it (``validation.source_key`` makes it the stored key: any ``str``)."""
+    ``DeletedSource``), or, when ``external_id`` is the canonical text of a conversation id, when
+    the owner's conversation with that id was (``CONVERSATION_ID_SOURCE``: a frontend list or
+    export names the conversation it came from); None when neither was, or when a conversation
+    with that identity exists again (restored on purpose). ``owner``: a user or its pk.
+    ``external_id`` is taken as a source gives it (``validation.source_key`` makes it the stored
+    key: any ``str``)."""
     owner_pk = getattr(owner, "pk", owner)
     external_id = source_key(external_id)
     if Conversation.objects.filter(
         owner_id=owner_pk, source=source, external_id=external_id
     ).exists():
         return None
+    matches = Q(source=source, key_hash=DeletedSource.key_of(external_id))
+    if parse_conversation_id(external_id) is not None:
+        matches |= Q(source=CONVERSATION_ID_SOURCE, key_hash=DeletedSource.key_of(external_id))
     return (
-        DeletedSource.objects.filter(
-            owner_id=owner_pk, source=source, key_hash=DeletedSource.key_of(external_id)
-        )
+        DeletedSource.objects.filter(matches, owner_id=owner_pk)
+        .order_by("deleted_at")
         .values_list("deleted_at", flat=True)
         .first()
     )

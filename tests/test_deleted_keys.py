@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur_conversations import selectors, services
+from murmur_conversations.importers import sources
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, DeletedSource
 from murmur_conversations.validation import source_key
@@ -157,4 +158,38 @@ def test_a_conversation_id_that_is_not_utf8(user: User) -> None:
     _delete_all(user)
     code, _out, err = _import(user, claude_log("ignored"), "--conversation-id", given_id)
     assert "--restore-deleted" in err
+    assert not Conversation.objects.filter(owner=user).exists()
+
+
+def test_follow_says_a_deleted_file_once_and_reads_it_once(
+    tmp_path: Path, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files of deleted sessions (one with a hostile key) followed over several passes: each
+    refusal is said once, and an unchanged refused file is not parsed again."""
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(claude_log("\ud800", "first"))
+    (folder / "b.jsonl").write_bytes(claude_log("good-session", "second"))
+    assert run(folder, "--owner", user.username)[0] == 0
+    _delete_all(user)
+    parsed: list[str] = []
+    real = sources.run_import
+
+    def counting(**kwargs: Any) -> Any:
+        parsed.append(kwargs["source"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(sources, "run_import", counting)
+    passes = iter(range(4))
+
+    def wait() -> None:
+        if next(passes, None) is None:
+            raise KeyboardInterrupt
+
+    code, out, err = run(folder, "--owner", user.username, "--follow", follow_wait=wait)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert err.count("--restore-deleted") == 2, err
+    assert out.count("--restore-deleted") == 2, out  # the end table, one row a file
+    assert len(parsed) == 2
     assert not Conversation.objects.filter(owner=user).exists()

@@ -22,7 +22,12 @@ from rest_framework.test import APIClient
 
 from murmur_conversations import services
 from murmur_conversations.apps import enable_secure_delete
-from murmur_conversations.models import Conversation, DeletedSource, ImportedSource
+from murmur_conversations.models import (
+    CONVERSATION_ID_SOURCE,
+    Conversation,
+    DeletedSource,
+    ImportedSource,
+)
 from tests.agentlog_lines import Claude, write_jsonl
 from tests.helpers import MakeUser
 from tests.import_helpers import run
@@ -179,9 +184,15 @@ def test_nothing_of_a_deleted_conversation_is_left_anywhere(
     ROUTES[route](owner, top)
     assert not Conversation.objects.filter(owner=owner).exists()
     assert holders(word) == []
-    # What is left: the source identity of the import (a hash), never a path, title or id.
-    [tombstone] = DeletedSource.objects.filter(owner=owner)
-    assert tombstone.source == "claude-code" and len(tombstone.key_hash) == 64
+    # What is left: the source identity of the import and the conversation's id, each a hash;
+    # never a path, a title or the id itself.
+    tombstones = list(DeletedSource.objects.filter(owner=owner).values_list("source", "key_hash"))
+    assert [source for source, _hash in tombstones if source != CONVERSATION_ID_SOURCE] == [
+        "claude-code"
+    ]
+    ids = {hashed for source, hashed in tombstones if source == CONVERSATION_ID_SOURCE}
+    assert {DeletedSource.key_of(str(c.pk)) for c in top} <= ids
+    assert all(len(hashed) == 64 for _source, hashed in tombstones)
     assert not ImportedSource.objects.filter(owner=owner).exists()
 
 

@@ -20,6 +20,7 @@ from murmur_conversations.importers import registry
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import (
     CONTENT_KEYED_SOURCES,
+    CONVERSATION_ID_SOURCE,
     DeletedSource,
     ImportedSource,
     Message,
@@ -136,8 +137,8 @@ def test_restore_deleted_brings_it_back_on_purpose(tmp_path: Path, user: User) -
 
 def test_the_memory_of_a_deletion_keeps_no_content(tmp_path: Path, user: User) -> None:
     imported_then_deleted(tmp_path, user)
-    [tombstone] = DeletedSource.objects.filter(owner=user).values()
-    text = json.dumps(tombstone, default=str)
+    [tombstone] = DeletedSource.objects.filter(owner=user, source="claude-code").values()
+    text = json.dumps(list(DeletedSource.objects.filter(owner=user).values()), default=str)
     assert SECRET not in text and Claude().session not in text
     assert tombstone["source"] == "claude-code"
     assert tombstone["key_hash"] == DeletedSource.key_of(Claude().session)
@@ -176,7 +177,9 @@ def test_a_bare_message_list_has_no_identity_and_is_exempt(tmp_path: Path, user:
     assert run(path, "--owner", user.username)[0] == 0
     [conversation] = user.murmur_conversations.all()
     services.delete_conversation(conversation=conversation)
-    assert not DeletedSource.objects.exists()
+    # Only its id is remembered (a hash of a random id: nothing of the content).
+    [tombstone] = DeletedSource.objects.all()
+    assert tombstone.source == CONVERSATION_ID_SOURCE
     assert run(path, "--owner", user.username)[0] == 0
     assert user.murmur_conversations.count() == 1
     assert set(registry.FORMAT_NAMES) >= CONTENT_KEYED_SOURCES

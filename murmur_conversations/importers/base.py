@@ -64,7 +64,14 @@ from murmur_conversations.importers.records import (
     prompt_title,
 )
 from murmur_conversations.messages import NormalizedMessage, normalize_message
-from murmur_conversations.models import Conversation, DisplayMessage, Message, ToolCall, ToolStatus
+from murmur_conversations.models import (
+    EXPORTED_FROM_KEY,
+    Conversation,
+    DisplayMessage,
+    Message,
+    ToolCall,
+    ToolStatus,
+)
 from murmur_conversations.redaction import (
     StoredPieces,
     redact,
@@ -165,6 +172,7 @@ class _Target:
     merge: bool = False  # the key may name a conversation of the owner by id (Begin.merge)
     deleted: bool = False  # deleted since an import: its items are refused
     forked_from: str | None = None  # the key of the original of a fork (Begin.forked_from)
+    exported_from: str | None = None  # the conversation id an export names (Begin.exported_from)
 
 
 class _Writer:
@@ -310,6 +318,8 @@ class _Writer:
             target = self.targets[key] = _Target(key, parent, call_id, merge=item.merge)
             if item.forked_from and parent is None:
                 target.forked_from = source_key(item.forked_from)
+            if parse_conversation_id(item.exported_from) is not None:
+                target.exported_from = item.exported_from
             target.deleted = self.refused_as_deleted(target)
         elif item.call_id and item.call_id != target.call_id:
             self.relink(target, item.call_id)
@@ -320,11 +330,13 @@ class _Writer:
     def refused_as_deleted(self, target: _Target) -> bool:
         """Whether ``target``'s conversation, or the parent it names, was deleted since an import
         (``selectors.deleted_source``: by its source identity, whatever path or stream it comes
-        from again), reported once; never with ``restore_deleted`` (docs/formats.md "Deleted
+        from again, or by the conversation id its key or ``exported_from`` names), reported once; never with ``restore_deleted`` (docs/formats.md "Deleted
         conversations stay deleted")."""
         if self.restore_deleted:
             return False
         when = self._deleted_at(target.key)
+        if when is None and target.exported_from is not None and not self._exists(target):
+            when = self._deleted_at(target.exported_from)  # unless restored under its key
         whose = "it was"
         if when is None and target.parent is not None:
             above = self.targets.get(target.parent)
@@ -442,6 +454,8 @@ class _Writer:
         origin: dict[str, Any] = {FORKED_FROM: target.forked_from} if target.forked_from else {}
         if self.file_clock:
             origin[CLOCK_KEY] = self._clock_name()
+        if target.exported_from:
+            origin[EXPORTED_FROM_KEY] = target.exported_from
         conversation = merged or _retry(
             lambda: services.start_conversation(
                 owner=self.owner,

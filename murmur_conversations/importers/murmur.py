@@ -8,7 +8,8 @@ conversation.jsonl`` path, else ``--conversation-id``, else the first message's 
 without a string ``role`` is not a message: it is kept as an unknown record, except the lines of
 an export (``exporters``), each kept as a source record of its type and read back: feedback
 (``"type": "murmur.feedback"``) through ``services.set_feedback``; the conversation line
-(``murmur.conversation``: its title, ``created_at`` dating it, its status set at its ``saved_at``
+(``murmur.conversation``: its title, ``created_at`` dating it, the ``conversation_id`` it was
+exported from refused when that conversation was deleted, its status set at its ``saved_at``
 when its lines end) and times lines (``murmur.times``: the time of each message, by id, before the
 uuid-v7 of its id). A conversation line with a ``key`` starts a child, keyed
 ``<the exported conversation's key>/<key>``, whose parent is the one its ``parent`` names.
@@ -183,6 +184,7 @@ class MurmurParser:
             parent=f"{self.root}/{parent}" if isinstance(parent, str) and parent else self.root,
             call_id=call_id if isinstance(call_id, str) and call_id else None,
             created_at=parse_time(value.get("created_at")),
+            exported_from=_exported_from(value),
         )
         kept = Kept(unknown_key(line.text), line.number, line.text, CONVERSATION_TYPE)
         self.index += 1
@@ -199,7 +201,10 @@ class MurmurParser:
         if not self.begun:
             header = self.header or {}
             created_at = parse_time(header.get("created_at")) if header else None
-            begin = [Begin(key, created_at=created_at), *self._title(header)]
+            begin = [
+                Begin(key, created_at=created_at, exported_from=_exported_from(header)),
+                *self._title(header),
+            ]
         self.begun = True
         control = value.get("type") in (CONVERSATION_TYPE, TIMES_TYPE)
         if control and not isinstance(value.get("role"), str):
@@ -229,6 +234,12 @@ class MurmurParser:
             Parsed(message, line.number, at),
             Kept(message["id"], line.number, line.text, "message", at=at),
         ]
+
+
+def _exported_from(header: dict[str, Any]) -> str | None:
+    """The ``conversation_id`` an export's conversation line names, if any."""
+    named = header.get("conversation_id")
+    return named if isinstance(named, str) and named else None
 
 
 def uuid7_time(message_id: Any) -> datetime | None:

@@ -58,6 +58,9 @@ class Begin:
     #: ``forked_from_id``): linked as ``Conversation.forked_from`` when that one is stored.
     forked_from: str | None = None
     created_at: datetime | None = None
+    #: The id of the conversation this source was exported from (a murmur export's conversation
+    #: line names it): refused, like the key, when that conversation was deleted.
+    exported_from: str | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ SUFFIXES: Final = (".jsonl", ".ndjson")
 DELETED_SINCE = "its conversations were deleted since the last import; --reread imports it again"
 
 
+#: Why a file ``--follow`` read before is not read again: it held only conversations deleted since
+#: an import (refused, and said once) and has not changed since.
+ONLY_DELETED = "only conversations deleted since an import; --restore-deleted imports them again"
+
+
+def only_deleted(outcome: Outcome | None) -> bool:
+    """Whether an import's ``outcome`` refused deleted conversations and wrote to none."""
+    return outcome is not None and bool(outcome.deleted) and not outcome.conversations
+
+
 def _all_deleted(record: ImportedSource) -> bool:
     """Whether every conversation the remembered import wrote to is gone (False if it wrote none)."""
     ids = [str(pk) for pk in record.conversations or []]
@@ -224,6 +234,10 @@ class Importer:
         self.restore_deleted = restore_deleted
         self.options = _options(fmt, conversation_id)
         self.known: dict[str, ImportedSource] = {}
+        #: Files read whole that held only deleted conversations (not remembered in the database:
+        #: a deletion keeps no path), by path key: ``(size, mtime_ns, format)`` when read. Such a
+        #: file is not read again by this importer until it changes (``--follow``'s passes).
+        self.refused_files: dict[str, tuple[int, int, str]] = {}
         #: What the sessions read so far told of their subagents: agent id -> launching call.
         self.links: dict[str, str] = {}
 
@@ -252,6 +266,9 @@ class Importer:
             now = facts(source.path)
         except OSError as error:
             return self._refuse(source, f"cannot read it ({error.strerror or error})")
+        refused = self.refused_files.get(ImportedSource.key_of(source.resolved))
+        if refused is not None and refused[:2] == (now.size, now.mtime_ns):
+            return FileResult(source.name, "deleted", refused[2], reason=ONLY_DELETED)
         record = self._record(source)
         if record is not None and _all_deleted(record):
             return FileResult(source.name, "deleted", record.format, reason=DELETED_SINCE)
@@ -306,6 +323,9 @@ class Importer:
             )
             if result.status not in ("refused", "empty") and not self.dry_run:
                 self._remember(source, now, result, record)
+            if only_deleted(result.outcome) and record is None and not result.problems:
+                key = ImportedSource.key_of(source.resolved)
+                self.refused_files[key] = (now.size, now.mtime_ns, result.format)
         return result
 
     def _read(
@@ -426,7 +446,7 @@ class Importer:
                 services.forget_imported_source(owner=self.owner, path=source.resolved)
             return
         outcome = result.outcome
-        if outcome is None or (outcome.deleted and not outcome.conversations and not previous):
+        if outcome is None or (only_deleted(outcome) and not previous):
             return  # nothing but deleted conversations: no memory of the file either
         conversations = list(previous.conversations) if previous is not None else []
         conversations += [c for c in outcome.conversations if c not in conversations]

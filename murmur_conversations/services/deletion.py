@@ -5,8 +5,8 @@ it or on one of its descendants) is never deleted or purged.
 A deletion forgets completely (docs/security.md "What deletion removes"): in its transaction it
 removes every row of the conversations (the frame log's included, and the parent's logged frames
 that showed a deleted child), takes them out of the import memory (``ImportedSource``), leaves a
-``DeletedSource`` of each one that came from a source with an identity (so an import does not
-bring it back), and on SQLite merges the search index's segments; after commit, on SQLite, the
+``DeletedSource`` of each one that came from a source with an identity and of each one's own id
+(so an import does not bring it back), and on SQLite merges the search index's segments; after commit, on SQLite, the
 write-ahead log is checkpointed and truncated. ``PRAGMA secure_delete`` (set on every SQLite
 connection, ``apps.py``) zeroes the freed space."""
 
@@ -26,6 +26,7 @@ from murmur_conversations import search_index
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
     CONTENT_KEYED_SOURCES,
+    CONVERSATION_ID_SOURCE,
     AccessLogEntry,
     Conversation,
     ConversationTag,
@@ -124,21 +125,29 @@ def _delete_rows(pks: list[uuid.UUID], using: str) -> None:
 
 def _remember_deleted(pks: list[uuid.UUID], using: str) -> None:
     """For the conversations ``pks`` (about to be deleted): a ``DeletedSource`` of each owned one
-    with a source identity (``external_id``, a source not in ``CONTENT_KEYED_SOURCES``), and
+    with a source identity (``external_id``, a source not in ``CONTENT_KEYED_SOURCES``) and one
+    of each owned one's id (``CONVERSATION_ID_SOURCE``), and
     their ids and titles taken out of their owners' ``ImportedSource`` rows; a row left with no
     conversation is deleted (its path with it)."""
     rows = list(
         Conversation.objects.using(using)
         .filter(pk__in=pks)
-        .values_list("owner_id", "source", "external_id")
+        .values_list("owner_id", "source", "external_id", "pk")
     )
     now = timezone.now()
+    identities = [
+        (owner, source, key)
+        for owner, source, key, _pk in rows
+        if owner is not None and key and source not in CONTENT_KEYED_SOURCES
+    ]
+    identities += [
+        (owner, CONVERSATION_ID_SOURCE, str(pk)) for owner, _s, _k, pk in rows if owner is not None
+    ]
     tombstones = [
         DeletedSource(
             owner_id=owner, source=source, key_hash=DeletedSource.key_of(key), deleted_at=now
         )
-        for owner, source, key in rows
-        if owner is not None and key and source not in CONTENT_KEYED_SOURCES
+        for owner, source, key in identities
     ]
     if tombstones:
         DeletedSource.objects.using(using).bulk_create(
@@ -147,7 +156,7 @@ def _remember_deleted(pks: list[uuid.UUID], using: str) -> None:
             unique_fields=["owner", "source", "key_hash"],
             update_fields=["deleted_at"],
         )
-    owners = {owner for owner, _source, _key in rows if owner is not None}
+    owners = {owner for owner, _source, _key, _pk in rows if owner is not None}
     if owners:
         _forget_imports(owners, {str(pk) for pk in pks}, using)
 

@@ -31,7 +31,14 @@ from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, interrupt_open_calls, run_import
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
-from murmur_conversations.importers.sources import FileResult, Importer, Source, expand
+from murmur_conversations.importers.sources import (
+    ONLY_DELETED,
+    FileResult,
+    Importer,
+    Source,
+    expand,
+    only_deleted,
+)
 from murmur_conversations.management.base import AppCommand, owner_named
 from murmur_conversations.realtime import layer_is_process_local
 from murmur_conversations.validation import source_key
@@ -514,8 +521,10 @@ class Command(AppCommand):
             """Whether a pass prints this file's line: it read something, or its status or
             reason is not the one said last (an unchanged file is said once, and not at all
             after a pass that read it)."""
-            if result.outcome is not None:
-                said[result.name] = ("unchanged", "")  # what the next pass finds
+            if result.outcome is not None:  # what the next pass finds
+                said[result.name] = (
+                    ("deleted", ONLY_DELETED) if only_deleted(result.outcome) else ("unchanged", "")
+                )
                 return True
             now = (result.status, result.reason)
             if said.get(result.name) == now:
