@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur_conversations import selectors, services
-from murmur_conversations.importers import sources
+from murmur_conversations.importers import base
 from murmur_conversations.management.commands import import_conversations
 from murmur_conversations.models import Conversation, DeletedSource
 from murmur_conversations.validation import source_key
@@ -173,13 +173,13 @@ def test_follow_says_a_deleted_file_once_and_reads_it_once(
     assert run(folder, "--owner", user.username)[0] == 0
     _delete_all(user)
     parsed: list[str] = []
-    real = sources.run_import
+    real = base.run_import
 
     def counting(**kwargs: Any) -> Any:
         parsed.append(kwargs["source"])
         return real(**kwargs)
 
-    monkeypatch.setattr(sources, "run_import", counting)
+    monkeypatch.setattr("murmur_conversations.importers.sources.run_import", counting)
     passes = iter(range(4))
 
     def wait() -> None:
