@@ -22,7 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
-from murmur_conversations import search_index
+from murmur_conversations import jsonenc, search_index
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
     CONTENT_KEYED_SOURCES,
@@ -241,10 +241,7 @@ def delete_conversation(*, conversation: ConversationRef) -> int:
             raise ConversationHeld(f"conversation {pk} is under a legal hold")
         deleted = _delete_tree(pk, locked.owner_id, using)
         if parent is not None:
-            # The parent's logged ``child_updated`` frames carried the child's summary (its title).
-            FrameLogEntry.objects.using(using).filter(
-                conversation_id=parent.pk, frames__contains=str(pk)
-            ).delete()
+            _drop_child_frames(parent.pk, pk, using)
             parent.child_count = max(parent.child_count - 1, 0)
             parent.last_event_seq += 1
             move_times(parent, timezone.now())
@@ -330,3 +327,26 @@ def _purge_batch(matching: QuerySet[Conversation], size: int) -> tuple[int, int]
         held = set(manager.filter(pk__in=ids).filter(held_condition()).values_list("pk", flat=True))
         deleted = sum(_delete_tree(pk, owner_id, using) for pk, owner_id in rows if pk not in held)
     return len(rows), deleted
+
+
+def _drop_child_frames(parent_pk: Any, child_pk: Any, using: str) -> None:
+    """Take a deleted child's summary (its title) out of the ``child_updated`` frames of its
+    parent's frame-log rows: each such frame keeps only the child's id. The frames stay, so a
+    process still reading the log delivers the parent's events without a gap (and then
+    ``child_deleted``), and the parent's other frames of those events stay as they were."""
+    child = str(child_pk)
+    rows = FrameLogEntry.objects.using(using).filter(
+        conversation_id=parent_pk, frames__contains=child
+    )
+    for row in rows.only("id", "frames"):
+        frames = jsonenc.loads(row.frames)
+        scrubbed = [
+            {**frame, "child": {"id": child}}
+            if frame.get("type") == "child_updated"
+            and str((frame.get("child") or {}).get("id")) == child
+            else frame
+            for frame in frames
+        ]
+        if scrubbed != frames:
+            row.frames = jsonenc.dumps(scrubbed)
+            row.save(using=using, update_fields=["frames"])
