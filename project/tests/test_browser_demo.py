@@ -558,15 +558,19 @@ def test_rename_and_delete_from_the_sidebar(
     expect(title).to_have_count(0)
     assert "git bisect run" in sidebar_titles(page)
 
-    # Enter saves: this tab, the other tab's sidebar and its open transcript all follow.
+    # Enter saves: this tab, the other tab's sidebar and its open transcript all follow. A rename
+    # is organising: it moves neither the conversation's date nor its place in the list.
+    order = sidebar_titles(page)
     page.get_by_role("button", name="Rename “git bisect run”").click()
     page.get_by_label("New title").fill("  Bisecting the nightly  ")
     page.get_by_label("New title").press("Enter")
+    renamed = ["Bisecting the nightly" if t == "git bisect run" else t for t in order]
     for tab in (page, other):
-        expect(tab.locator("#conversations .conversation .title").first).to_have_text(
-            "Bisecting the nightly"
-        )
+        expect(
+            tab.locator("#conversations .conversation .title", has_text="Bisecting the nightly")
+        ).to_have_count(1)
         expect(tab.locator("#conversation-title")).to_have_text("Bisecting the nightly")
+        assert sidebar_titles(tab) == renamed
     bisect.refresh_from_db()
     assert bisect.title == "Bisecting the nightly"
 
