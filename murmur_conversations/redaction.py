@@ -747,6 +747,8 @@ class Pieces:
         self.shown = ""  # the redacted text shown for it, up to the held-back run
 
     def add(self, piece: str) -> str:
+        """The next ``piece`` of the text; returns what may be shown now (possibly "", when the
+        piece only extends a held-back last word). Nothing raises."""
         redactor = current()
         if not redactor.enabled:
             return piece
@@ -796,6 +798,9 @@ class StoredPieces:
         self.tail = ""  # the end of the text so far, raw
 
     def add(self, piece: str) -> str:
+        """The next ``piece`` of the text; returns it as it may be stored (the piece itself when
+        no secret touches it, else with markers in place of what a secret covers). Nothing
+        raises."""
         redactor = current()
         if not redactor.enabled:
             return piece

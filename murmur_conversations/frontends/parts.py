@@ -161,6 +161,7 @@ class Media:
 
     @property
     def is_image(self) -> bool:
+        """Whether the media is shown as an image: an ``image/*`` type, or a bare URL."""
         return self.mime_type.startswith("image/") or (not self.mime_type and not self.data)
 
 
