@@ -19,8 +19,10 @@ from typing import Any, Final
 
 from murmur_conversations.frontends.parts import (
     CONVERSATION_KEY,
+    UnreadablePart,
     arguments_text,
     call_block,
+    content_blocks,
     media_block,
     output_text,
     read_media,
@@ -29,7 +31,6 @@ from murmur_conversations.frontends.parts import (
     result_message,
     thinking_text,
 )
-from murmur_conversations.frontends.vercel_ui import UnreadablePart
 
 NAME: Final = "ag-ui"
 TEXT_ROLES: Final = frozenset({"system", "developer"})
@@ -121,27 +122,19 @@ def to_ag_ui(messages: Iterable[dict[str, Any]], *, conversation_id: str) -> lis
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    if not isinstance(content, list):
-        raise UnreadablePart("'content' is a string or a list of parts")
-    blocks: list[dict[str, Any]] = []
-    for part in content:
-        if not isinstance(part, dict):
-            raise UnreadablePart("each content part is an object")
-        kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
-        elif kind in ("image", "document", "audio", "video") and isinstance(
-            part.get("source"), dict
-        ):
-            blocks.append(_media(part))
-        elif kind == "binary":  # the part before 1.0
-            url = part.get("url") or f"data:{part.get('mimeType')};base64,{part.get('data')}"
-            blocks.append(media_block(str(url), str(part.get("mimeType") or "")))
-        else:
-            blocks.append(dict(part))
-    return blocks
+    return content_blocks(content, _part)
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any] | None:
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if kind in ("image", "document", "audio", "video") and isinstance(part.get("source"), dict):
+        return _media(part)
+    if kind == "binary":  # the part before 1.0
+        url = part.get("url") or f"data:{part.get('mimeType')};base64,{part.get('data')}"
+        return media_block(str(url), str(part.get("mimeType") or ""))
+    return None
 
 
 def _media(part: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from murmur_conversations.frontends.parts import (
+    UnreadablePart,
     arguments_text,
     call_block,
+    content_blocks,
     media_block,
     output_text,
     read_media,
@@ -30,7 +32,6 @@ from murmur_conversations.frontends.parts import (
     string_of,
     thinking_text,
 )
-from murmur_conversations.frontends.vercel_ui import UnreadablePart
 
 NAME: Final = "openai-items"
 MESSAGE_ROLES: Final = frozenset({"user", "system", "developer", "assistant"})
@@ -140,31 +141,23 @@ def to_openai_items(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    if not isinstance(content, list):
-        raise UnreadablePart("'content' is a string or a list of parts")
-    blocks: list[dict[str, Any]] = []
-    for part in content:
-        if not isinstance(part, dict):
-            raise UnreadablePart("each content part is an object")
-        kind = part.get("type")
-        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            blocks.append({"type": "text", "text": part["refusal"]})
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            blocks.append(media_block(part["image_url"]))
-        elif kind == "input_file" and isinstance(
-            part.get("file_url") or part.get("file_data"), str
-        ):
-            filename = string_of(part, "filename")
-            block = media_block(str(part.get("file_url") or part.get("file_data")), "", filename)
-            block["type"] = "file"
-            blocks.append(block)
-        else:
-            blocks.append(dict(part))
-    return blocks
+    return content_blocks(content, _part)
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any] | None:
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return {"type": "text", "text": part["refusal"]}
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        return media_block(part["image_url"])
+    if kind == "input_file" and isinstance(part.get("file_url") or part.get("file_data"), str):
+        filename = string_of(part, "filename")
+        block = media_block(str(part.get("file_url") or part.get("file_data")), "", filename)
+        block["type"] = "file"
+        return block
+    return None
 
 
 def _thinking(item: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,28 @@ class Parts:
         return [b for b in self.blocks if thinking_text(b) is not None]
 
 
+class UnreadablePart(ValueError):
+    """A part or message that is not of the frontend shape being read (the message says why)."""
+
+
+def content_blocks(content: Any, read_part: Any) -> list[dict[str, Any]]:
+    """The record's blocks of a message's ``content`` in a frontend shape: a string is one text
+    block ("" none); a list is read part by part, ``read_part(part)`` giving the shape's block
+    for a part it knows (None: the part is kept as it came). Raises ``UnreadablePart`` for
+    content that is neither, or a part that is not an object."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise UnreadablePart("'content' is a string or a list of parts")
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if not isinstance(part, dict):
+            raise UnreadablePart("each content part is an object")
+        block = read_part(part)
+        blocks.append(dict(part) if block is None else block)
+    return blocks
+
+
 def is_text(block: dict[str, Any]) -> bool:
     """A text block (ours, OpenAI's and Anthropic's spelling: ``{type: "text", text}``)."""
     return block.get("type") == "text" and isinstance(block.get("text"), str)

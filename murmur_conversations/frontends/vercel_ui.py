@@ -19,6 +19,7 @@ from typing import Any, Final
 from murmur_conversations.frontends.parts import (
     CONVERSATION_KEY,
     Parts,
+    UnreadablePart,
     call_block,
     media_block,
     output_text,
@@ -119,10 +120,6 @@ def to_vercel_ui(
 
 
 # ---------------------------------------------------------------------- reading
-
-
-class UnreadablePart(ValueError):
-    """A part or message that is not a ``UIMessage`` of AI SDK 5 (the message says why)."""
 
 
 def _block(part: dict[str, Any]) -> dict[str, Any] | None:

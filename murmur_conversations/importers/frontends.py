@@ -18,8 +18,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from murmur_conversations.frontends import ag_ui, openai_items, vercel_ui
-from murmur_conversations.frontends.parts import conversation_of
-from murmur_conversations.frontends.vercel_ui import UnreadablePart
+from murmur_conversations.frontends.parts import UnreadablePart, conversation_of
 from murmur_conversations.importers.records import (
     Begin,
     Item,
