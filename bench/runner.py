@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from bench import django_setup, peers, rows, search_row, verify, write_kinds
+from bench import cost, django_setup, peers, rows, search_row, verify, write_kinds
 from bench.django_setup import DEFAULT_URL
 from bench.harness import TABLE_HEADERS, Benchmark, BenchmarkResult, result_rows, run_benchmark
 from bench.paths import FULL, QUICK, Sizes, Track, append_batch, append_one, page
@@ -34,7 +34,7 @@ from bench.stats import format_table
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
-ALL_PARTS = ("pg", "sqlite", *rows.ROWS)
+ALL_PARTS = ("pg", "sqlite", "cost", *rows.ROWS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -121,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     params = django_setup.pg_params(args.database_url)
     django_setup.recreate_pg_database(params)
     workdir = tempfile.mkdtemp(prefix="murmur-bench-")
-    sqlite_path = str(Path(workdir) / "bench.sqlite3") if "sqlite" in parts else None
+    wants_sqlite = "sqlite" in parts or ("cost" in parts and not args.no_sqlite)
+    sqlite_path = str(Path(workdir) / "bench.sqlite3") if wants_sqlite else None
     notes: list[str] = []
     skipped: list[rows.Skip] = []
     results: dict[str, list[BenchmarkResult]] = {}
+    cost_report: dict[str, Any] | None = None
     try:
         django_setup.configure(params, sqlite_path)
         raw_pg = psycopg.connect(**params, autocommit=True)
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(missing)
         env = environment(raw_pg)
         tracks = [Track("pg", "default", raw_pg, langchain_conn)] if "pg" in parts else []
-        if sqlite_path:
+        if sqlite_path and "sqlite" in parts:
             from bench.floors import sqlite_connect
 
             missing_sqlite_peer = peers.langchain_community_available()
@@ -157,6 +159,16 @@ def main(argv: list[str] | None = None) -> int:
             # Each track's table as soon as it is measured (stderr): a run stopped later, by a
             # timeout or a failing row, keeps what it measured. The whole report follows at the end.
             print(render({track.name: results[track.name]}, [], []), file=sys.stderr, flush=True)
+        if "cost" in parts:
+            print("cost rows (CPU + WAL against issue 30's goals) ...", file=sys.stderr)
+            django_setup.use_alias("default")
+            cost_report = cost.run(
+                params,
+                quick=args.quick,
+                workdir=workdir,
+                sqlite_alias="sqlite" if sqlite_path else None,
+            )
+            print(cost_report["table"], file=sys.stderr, flush=True)
         wanted = [name for name in rows.ROWS if name in parts]
         if wanted:
             django_setup.use_alias("default")
@@ -187,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": env,
         "notes": notes,
         "skipped": [skip.as_dict() for skip in skipped],
+        "cost": cost_report,
         "tracks": {
             name: [result.as_dict() for result in track_results]
             for name, track_results in results.items()
@@ -194,11 +207,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = write_report(report)
     print(render(results, notes, skipped))
+    if cost_report is not None:
+        print(
+            "\n== cost: CPU (client + PostgreSQL backends) and WAL per operation, issue 30's goals"
+        )
+        print(cost_report["table"])
+        for note in cost_report["notes"]:
+            print(f"note: {note}")
     print(
         f"\n{elapsed:.0f} s; JSON: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}"
     )
     failed = [skip for skip in skipped if skip.failed]
-    return 1 if failed else 0
+    return 1 if failed or (cost_report is not None and cost_report["failed"]) else 0
 
 
 def write_report(report: dict[str, Any]) -> Path:

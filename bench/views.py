@@ -126,7 +126,6 @@ def raw_orjson(request: HttpRequest, id: uuid.UUID) -> HttpResponse:
     import orjson
 
     header = request.headers.get("Authorization", "")
-    conv, display = _display_table()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT user_id FROM authtoken_token WHERE key = %s", [header.removeprefix("Token ")]
@@ -135,24 +134,31 @@ def raw_orjson(request: HttpRequest, id: uuid.UUID) -> HttpResponse:
         if token is None:
             return HttpResponse(b'{"detail":"not authenticated"}', status=401)
         before = _before(request) or 2**62
-        cursor.execute(
-            f"""SELECT d.id, d.seq, d.message_type, d.content_type, d.content, d.status,
-                    d.tool_call_id, d.metadata, d.created_event_seq, d.event_seq, d.created_at,
-                    d.updated_at, c.last_seq
-                FROM {conv} c JOIN {display} d ON d.conversation_id = c.id
-                WHERE c.id = %s AND c.owner_id = %s AND d.seq < %s
-                ORDER BY d.seq DESC LIMIT %s""",
-            [id, token[0], before, PAGE + 1],
-        )
+        cursor.execute(floor_page_sql(), [id, token[0], before, PAGE + 1])
         rows = cursor.fetchall()
-    names = FIELDS
-    results = [dict(zip(names, row[:12], strict=True)) for row in rows[:PAGE]]
-    body = {
+    return HttpResponse(orjson.dumps(floor_page_body(rows)), content_type="application/json")
+
+
+def floor_page_sql() -> str:
+    """The floor's page: the rows of conversation ``%s`` owned by user ``%s`` below seq ``%s``,
+    newest first, ``LIMIT %s``, each with the conversation's ``last_seq`` last."""
+    conv, display = _display_table()
+    return f"""SELECT d.id, d.seq, d.message_type, d.content_type, d.content, d.status,
+            d.tool_call_id, d.metadata, d.created_event_seq, d.event_seq, d.created_at,
+            d.updated_at, c.last_seq
+        FROM {conv} c JOIN {display} d ON d.conversation_id = c.id
+        WHERE c.id = %s AND c.owner_id = %s AND d.seq < %s
+        ORDER BY d.seq DESC LIMIT %s"""
+
+
+def floor_page_body(rows: list[Any]) -> dict[str, Any]:
+    """The floor's JSON body from :func:`floor_page_sql` rows (``PAGE + 1`` asked for)."""
+    results = [dict(zip(FIELDS, row[:12], strict=True)) for row in rows[:PAGE]]
+    return {
         "results": results,
         "next": results[-1]["seq"] if len(rows) > PAGE else None,
         "total": rows[0][12] if rows else 0,
     }
-    return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 
 @csrf_exempt
