@@ -57,7 +57,7 @@ def _stage(work: Callable[[], object], repeat: int = 20) -> Callable[[], float]:
 
 def profile(track: Track, sizes: Sizes) -> Benchmark | None:
     """The stages of a plain append on PostgreSQL (None on SQLite: its short append,
-    ``services.fastlite``, is timed and its statements counted by ``kinds``)."""
+    ``services/backends/sqlite.py``, is timed and its statements counted by ``kinds``)."""
     if not track.is_postgres:
         return None
     from django.db import connections
@@ -69,7 +69,9 @@ def profile(track: Track, sizes: Sizes) -> Benchmark | None:
     from murmur_conversations.conf import app_settings
     from murmur_conversations.messages import normalize_message
     from murmur_conversations.realtime.broadcast import get_broadcaster
-    from murmur_conversations.services import fastpath, statements
+    from murmur_conversations.services import applying, statements
+    from murmur_conversations.services.backends import Applied, postgres
+    from murmur_conversations.services.plan import plan_append
     from murmur_conversations.services.writing import announce
 
     conv = _conversation("bench profile")
@@ -77,25 +79,34 @@ def profile(track: Track, sizes: Sizes) -> Benchmark | None:
     message = {"role": "user", "content": workload.text()}
     normalized = normalize_message(message, max_content_bytes=limit)
     now = timezone.now()
-    params, parts = fastpath.parameters(conv, [normalized], now, [now])
-    sql = fastpath.statement(False, False)
+
+    def row_building() -> dict[str, Any]:
+        return postgres.parameters(plan_append(conv, [normalized], [now]))
+
+    planned = plan_append(conv, [normalized], [now])
+    params = postgres.parameters(planned)
+    sql = postgres.append_sql(False, False, False)
     connection = connections[track.alias]
     connection.ensure_connection()
     transformer = Transformer(connection.connection)
     saved = services.save_message(conversation=conv, message=message)
-    row = (
-        *[getattr(saved[0].conversation, name) for name in fastpath.CONVERSATION_FIELDS],
-        [saved[0].pk],
-        [saved[0].message_id],
+    stored = saved[0].conversation
+    applied = Applied(
+        conversation={f.attname: getattr(stored, f.attname) for f in stored._meta.concrete_fields},
+        record_pks=[saved[0].message_id],
+        display_pks=[saved[0].pk],
     )
-    conversation, rows = fastpath.rebuild(track.alias, row, parts, [now])
+
+    def rebuild() -> object:
+        conversation = applying.conversation_instance(track.alias, applied.conversation)
+        return conversation, applying.display_instances(track.alias, conversation, planned, applied)
+
+    conversation, rows = rebuild()  # type: ignore[misc]
     broadcaster = get_broadcaster()
 
     def round_trip() -> None:
-        fresh, _ = fastpath.parameters(
-            conv, [normalize_message(message, max_content_bytes=limit)], now, [now]
-        )
-        statements.run(track.alias, sql, fresh)
+        fresh = plan_append(conv, [normalize_message(message, max_content_bytes=limit)], [now])
+        statements.run(track.alias, sql, postgres.parameters(fresh))
 
     def whole() -> None:
         services.save_message(conversation=conv, message=message | {"content": "x"})
@@ -110,9 +121,9 @@ def profile(track: Track, sizes: Sizes) -> Benchmark | None:
     frame = {"type": "murmur.events", "event_seq": 1, "frames": []}
     stages = [
         ("normalise", lambda: normalize_message(message, max_content_bytes=limit)),
-        ("row building", lambda: fastpath.parameters(conv, [normalized], now, [now])),
+        ("row building", row_building),
         ("parameter binding", lambda: PostgresQuery(transformer).convert(sql, params)),
-        ("instances", lambda: fastpath.rebuild(track.alias, row, parts, [now])),
+        ("instances", rebuild),
         ("signals (receivers, frames, hand-off; frame log apart)", signals),
         ("broadcast hand-off", lambda: broadcaster.publish(group, frame)),
     ]

@@ -192,7 +192,7 @@ ByModel = dict[str, dict[str, int]]
 
 def add_by_model(by_model: Any, model: str, usage: Usage) -> ByModel:
     """A new ``{model: {counter: int}}`` with ``usage`` added to ``model``'s entry (the shape of
-    ``Conversation.usage_by_model``; the PostgreSQL fast path merges with the same rule in SQL)."""
+    ``Conversation.usage_by_model``; a plan's ``by_model`` delta is this, added counter by counter by the backends)."""
     merged: ByModel = {
         name: Usage.from_dict(counts).as_dict()
         for name, counts in (by_model.items() if isinstance(by_model, Mapping) else ())

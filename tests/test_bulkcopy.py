@@ -29,7 +29,7 @@ from murmur_conversations.models import (
     SourceRecord,
     ToolCall,
 )
-from murmur_conversations.services import bulkcopy, fastpath
+from murmur_conversations.services import bulkcopy, plan
 from tests.helpers import MakeConversation, assert_counters_match_rows
 from tests.kinds_helpers import announced, placeholders
 
@@ -205,7 +205,7 @@ def test_copy_writes_what_insert_writes(
     clock = {"now": START}
     monkeypatch.setattr("django.utils.timezone.now", lambda: clock["now"])
     # Every batch on the general path, whose inserts are the ones compared.
-    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    monkeypatch.setattr(plan, "plannable", lambda *args: False)
     copied = make_conversation(created_at=START, external_id="copied")
     inserted = make_conversation(created_at=START, external_id="inserted")
     for step, (ops, keys) in enumerate(batches):

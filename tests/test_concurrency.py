@@ -132,9 +132,9 @@ def test_save_message_query_count_does_not_grow(conversation: Conversation, earl
         )
     # The same constants after 10 and after 5,000 earlier messages: a plain append and a tool
     # result (which also updates the call and its card) each take a fixed number of queries.
-    # On PostgreSQL each is one statement (services.fastpath, services.fasttools) plus the frame
+    # On PostgreSQL each is one statement (a planned append, services.fasttools) plus the frame
     # log's INSERT, in one transaction (BEGIN, COMMIT); on SQLite a plain append is a short fixed
-    # sequence (services.fastlite: the conversation's UPDATE, an INSERT per table, the log's
+    # sequence (services/backends/sqlite.py: the conversation's UPDATE, an INSERT per table, the log's
     # INSERT, between BEGIN IMMEDIATE and COMMIT); every write logs its frames with one INSERT
     # (docs/websocket.md "The frame log").
     expected = {"sqlite": (6, 12), "postgresql": (4, 4)}[connection.vendor]

@@ -1,11 +1,11 @@
-"""The SQLite short append (``services.fastlite``) writes exactly what the general path writes.
+"""The planned append on SQLite (``services/backends/sqlite.py``) writes exactly what the general path writes.
 
 Hypothesis-generated sequences of every kind of write (the operations of
 ``tests/kinds_helpers.py``: plain and null-content messages, which take the short path,
 mixed with tool calls, results, status moves, statuses and synthetic rows, which do not), plus
 batches with given ids (new, known, repeated), injected messages and token usage, run once with
 the short path and once on the general path, leave the same rows, counters, usage rows, frame log
-and signals, and return or raise the same. SQLite only: on PostgreSQL ``fastpath`` is proven by
+and signals, and return or raise the same. SQLite only: on PostgreSQL the planned append is proven by
 ``tests/test_fastpath_kinds.py``.
 """
 
@@ -30,7 +30,7 @@ from murmur_conversations.models import (
     Message,
     MessageUsage,
 )
-from murmur_conversations.services import fastlite
+from murmur_conversations.services import applying, plan
 from tests.helpers import MakeConversation, assert_counters_match_rows
 from tests.kinds_helpers import START, announced, apply_op, operation, row_values, state_of, texts
 
@@ -45,7 +45,7 @@ def _sqlite_only() -> None:
 
 #: The real functions, read once: the test swaps them for every example, and the monkeypatch of a
 #: hypothesis test is undone only after the last example.
-_REAL = (fastlite.eligible, fastlite.try_append)
+_REAL = (plan.plannable, applying.append)
 
 ids = st.sampled_from(["a", "b", "c"])
 batch_message = st.one_of(
@@ -163,8 +163,8 @@ def test_the_short_append_writes_what_the_general_path_writes(
         taken["fast"] += done is not None
         return done
 
-    monkeypatch.setattr(fastlite, "eligible", lambda *args: use["on"] and real_eligible(*args))
-    monkeypatch.setattr(fastlite, "try_append", counted)
+    monkeypatch.setattr(plan, "plannable", lambda *args: use["on"] and real_eligible(*args))
+    monkeypatch.setattr(applying, "append", counted)
     for step, op in enumerate(operations):
         clock["now"] = START + timedelta(seconds=step + 1)
         use["on"] = True
@@ -211,7 +211,7 @@ def test_the_rows_are_stored_byte_for_byte_as_the_general_path_stores_them(
     monkeypatch.setattr("django.utils.timezone.now", lambda: START)
     fast, general = make_conversation(), make_conversation()
     services.save_messages(conversation=fast, messages=messages)
-    monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
+    monkeypatch.setattr(plan, "plannable", lambda *args: False)
     services.save_messages(conversation=general, messages=messages)
     assert _stored(fast) == _stored(general)
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL single-statement append (``services.fastpath``) writes exactly what the general path
+"""The planned append on PostgreSQL (``services/backends/postgres.py``) writes exactly what the general path
 writes: the same record rows, display rows, counters, event_seq and signals."""
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.dispatch import Signal
 
 from murmur_conversations import services, signals
 from murmur_conversations.models import Conversation, DisplayMessage, Message
-from murmur_conversations.services import fastpath
+from murmur_conversations.services import plan
 from tests.helpers import MakeConversation, assert_counters_match_rows
 
 # Real transactions: inside a caller's transaction the single statement runs in a savepoint; these
@@ -104,7 +103,7 @@ def test_fast_and_general_paths_write_the_same_times(
     frozen = datetime(2024, 3, 1, 9, 0, 8, tzinfo=UTC)
     monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
     services.save_messages(conversation=fast, messages=BATCH, times=times)
-    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    monkeypatch.setattr(plan, "plannable", lambda *args: False)
     services.save_messages(conversation=general, messages=BATCH, times=times)
     assert snapshot(fast) == snapshot(general)
     assert snapshot(fast)[2][-1] == start + timedelta(seconds=9)
@@ -144,7 +143,7 @@ def test_fast_and_general_paths_write_the_same(
     frozen = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
     monkeypatch.setattr("django.utils.timezone.now", lambda: frozen)
     fast, general = make_conversation(created_at=frozen), make_conversation(created_at=frozen)
-    assert fastpath.eligible(connection.vendor, [], False) is False
+    assert plan.plannable([], False) is False
     returned: dict[uuid.UUID, list[DisplayMessage]] = {}
 
     def save(conversation: Conversation) -> None:
@@ -154,7 +153,7 @@ def test_fast_and_general_paths_write_the_same(
         services.save_message(conversation=conversation, message={"role": "user", "content": "x"})
 
     fast_signals = announced(lambda: save(fast))
-    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
+    monkeypatch.setattr(plan, "plannable", lambda *args: False)
     general_signals = announced(lambda: save(general))
     assert snapshot(fast) == snapshot(general)
     nulls = [record["content_null"] for record in snapshot(fast)[0]]

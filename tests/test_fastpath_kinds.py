@@ -1,4 +1,4 @@
-"""Every single-statement write on PostgreSQL (``services.fastpath``, ``services.fasttools``,
+"""Every single-statement write on PostgreSQL (the planned append, ``services.fasttools``,
 ``services.singles``) writes exactly what the general path writes: hypothesis-generated sequences
 of messages and batches of them (user text, assistant text, tool calls, results, orphan and late
 results, errors with and without exit codes, interrupts), tool status moves (allowed, refused,
@@ -7,7 +7,7 @@ pending ask, and synthetic rows, run once with the single statements and once on
 path, leave the same rows, counters, frame log and signals, and return or raise the same. The
 sequences include what the truthful record made subtle: call ids reused after their call ended (a
 new round), results before their call (held, then adopted), null content, failed calls with
-results and reasons; the kinds that step aside (docs/write-path.md "One statement per write") are
+results and reasons; the kinds that step aside (docs/write-path.md "One plan per write") are
 compared too."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from murmur_conversations import services
 from murmur_conversations.models import FrameLogEntry, ToolCall
-from murmur_conversations.services import fastpath, singles
+from murmur_conversations.services import plan, singles
 from tests.helpers import MakeConversation, assert_counters_match_rows
 from tests.kinds_helpers import START, announced, apply_op, kind_message, operations, state_of
 
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 #: The real functions, read once: the test swaps them for every example, and the monkeypatch of a
 #: hypothesis test is undone only after the last example (read inside the test, the second
 #: example's "real" function would be the first example's swap, switched off for good).
-_REAL = (fastpath.eligible, singles.available)
+_REAL = (plan.plannable, singles.available)
 
 
 @settings(
@@ -75,9 +75,7 @@ def test_single_statements_write_what_the_general_path_writes(
     fast, general = make_conversation(created_at=START), make_conversation(created_at=START)
     use_single = {"on": True}
     real_eligible, real_available = _REAL
-    monkeypatch.setattr(
-        fastpath, "eligible", lambda *args: use_single["on"] and real_eligible(*args)
-    )
+    monkeypatch.setattr(plan, "plannable", lambda *args: use_single["on"] and real_eligible(*args))
     monkeypatch.setattr(
         singles, "available", lambda using: use_single["on"] and real_available(using)
     )

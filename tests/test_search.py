@@ -27,7 +27,7 @@ from murmur_conversations.search import (
     search_hits,
     unmark,
 )
-from murmur_conversations.services import fastpath
+from murmur_conversations.services import plan
 from tests.api_helpers import API, Params, token_client
 from tests.helpers import MakeConversation, MakeUser
 from tests.import_helpers import JSON
@@ -530,9 +530,7 @@ def test_the_single_statement_append_keeps_the_index(
     from murmur_conversations.messages import normalize_message
 
     normalized = [normalize_message(m, max_content_bytes=10**6) for m in batch]
-    assert fastpath.eligible(connection.vendor, normalized, False) == (
-        connection.vendor == "postgresql"
-    )
+    assert plan.plannable(normalized, False)
     services.save_messages(conversation=conversation, messages=batch)
     assert len(hits(client, "hotel or india")["results"]) == 2
     assert_index_matches_rows()

@@ -23,7 +23,7 @@ from murmur_conversations import checks, prices, selectors, services, usage
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import InvalidContent
 from murmur_conversations.models import Conversation, Message, MessageUsage
-from murmur_conversations.services import fastlite, fastpath
+from murmur_conversations.services import plan
 from murmur_conversations.usage import Usage, read_usage
 from tests.api_helpers import API, Params, token_client
 from tests.helpers import MakeConversation, MakeUser, assert_counters_match_rows
@@ -431,8 +431,7 @@ def test_usage_given_through_save_message_sums_per_conversation(
     conversation: Conversation, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     if path == "general path":
-        monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
-        monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
+        monkeypatch.setattr(plan, "plannable", lambda *args: False)
     services.save_message(conversation=conversation, message=ANTHROPIC)
     services.save_messages(
         conversation=conversation,
@@ -472,8 +471,7 @@ def test_fast_and_general_paths_count_the_same(
         services.save_message(conversation=conversation, message=OPENAI)
 
     write(fast)
-    monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
-    monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
+    monkeypatch.setattr(plan, "plannable", lambda *args: False)
     write(general)
     fast.refresh_from_db()
     general.refresh_from_db()
@@ -809,8 +807,7 @@ def test_usage_rows_record_their_cost_and_prices(
     path: str,
 ) -> None:
     if path == "general path":
-        monkeypatch.setattr(fastpath, "eligible", lambda *args: False)
-        monkeypatch.setattr(fastlite, "eligible", lambda *args: False)
+        monkeypatch.setattr(plan, "plannable", lambda *args: False)
     conversation = make_conversation(owner=owner)
     unknown = {**OPENAI, "model": "house-unknown"}
     services.save_messages(conversation=conversation, messages=[OPUS, LOCAL_LINE, unknown])

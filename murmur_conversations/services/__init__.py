@@ -28,7 +28,7 @@ session store (owner rule, pending ask).
 
 Import the services from here. The modules of this package (the verbs in ``conversations``,
 ``appending``, ``tools``, ``runs``, ``deletion``, ``sharing``, ``forking``, ``feedback``; the
-machinery in ``writing``, ``lifecycle``, ``fastpath``, ``organising``, ``copying``) are private to
+machinery in ``writing``, ``lifecycle``, ``plan``, ``backends``, ``organising``, ``copying``) are private to
 it and may change in any release.
 """
 

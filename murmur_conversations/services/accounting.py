@@ -1,7 +1,7 @@
 """Token counters on the general write path (docs/usage.md): one ``MessageUsage`` row per
 assistant message that carried ``usage`` (priced as it is written: ``usage.row_cost``), and the conversation's counters (in total and by
-model), in the same transaction as the messages, under the conversation's lock. The PostgreSQL
-single-statement append (``fastpath``) does the same in its one statement.
+model), in the same transaction as the messages, under the conversation's lock. A planned append
+(``services/plan.py``) plans the same rows and counters.
 
 Private to ``murmur_conversations.services``.
 """

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import router, transaction
 from django.utils import timezone
 
-import murmur_conversations.services.fastlite as fastlite  # modules, so tests can swap eligible()
-import murmur_conversations.services.fastpath as fastpath
+import murmur_conversations.services.plan as plan  # a module, so tests can swap plannable()
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import (
     InvalidContent,
@@ -32,7 +31,7 @@ from murmur_conversations.models import (
     ToolStatus,
 )
 from murmur_conversations.redaction import redact, redact_and_cut
-from murmur_conversations.services import bulkcopy, fasttools, singles
+from murmur_conversations.services import applying, bulkcopy, fasttools, singles
 from murmur_conversations.services.accounting import count_usage
 from murmur_conversations.services.lifecycle import move_call, save_calls, update_card
 from murmur_conversations.services.writing import (
@@ -373,26 +372,28 @@ def save_messages(
     stamps = _message_times(normalized, times)
     records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
-    fast = None
-    vendor = connections[using].vendor
-    if fastpath.eligible(vendor, normalized, bool(records)):
-        fast = fastpath.try_append
-    elif fastlite.eligible(vendor, normalized, bool(records)):
-        fast = fastlite.try_append
+    if plan.plannable(normalized, bool(records)):
+        now = timezone.now()
+        appended = applying.append(
+            conversation=conversation,
+            using=using,
+            messages=normalized,
+            stamps=[stamps.get(id(m)) or now for m in normalized],
+        )
+        if appended is not None:
+            return appended
     elif singles.available(using) and fasttools.eligible(normalized, bool(records)):
-        fast = fasttools.try_append
-    if fast is not None:
-        appended = fast(
+        done = fasttools.try_append(
             conversation_pk=conversation_pk(conversation),
             using=using,
             messages=normalized,
             now=timezone.now(),
             times=[stamps.get(id(m)) for m in normalized],
         )
-        if appended is not None:
+        if done is not None:
             if isinstance(conversation, Conversation):
-                copy_state(conversation, appended[0])
-            return appended[1]
+                copy_state(conversation, done[0])
+            return done[1]
     # Tool calls change a child's steps, which its parent shows: lock the parent first then.
     calls = any(m.calls for m in normalized if not m.injected)
     with writing(conversation, parent=calls) as write:

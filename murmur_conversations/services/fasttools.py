@@ -1,7 +1,7 @@
 """The single-statement append on PostgreSQL for messages with tool calls and a tool result.
 
 ``save_messages`` takes this path for a batch whose messages ask for tool calls and/or hold one
-tool result (``fastpath`` takes the batches of plain messages). One statement:
+tool result (``services/plan.py`` plans the batches of plain messages). One statement:
 
 - reads the conversation's ``last_event_seq`` and the answered call (the latest call of its id,
   docs/write-path.md "Call ids") as its snapshot sees them, then locks the conversation row with
@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from murmur_conversations import jsonenc
+from murmur_conversations.conf import app_settings
 from murmur_conversations.exits import failure_reason
 from murmur_conversations.ids import new_call_id
 from murmur_conversations.messages import DisplayPart, NormalizedMessage, display_parts
@@ -44,11 +45,16 @@ from murmur_conversations.models import (
     InterruptReason,
     Message,
     MessageType,
+    MessageUsage,
     ToolCall,
     ToolStatus,
 )
-from murmur_conversations.services import fastpath, singles, statements
+from murmur_conversations.services import singles, statements
+from murmur_conversations.services.backends.postgres import usage_update_sql
 from murmur_conversations.services.writing import announce, retention_time
+from murmur_conversations.usage import COUNTERS, ByModel, Usage, add_by_model, row_cost
+
+_USAGE_ARRAYS = ("u_index", "u_model", *(f"u_{name}" for name in COUNTERS), "u_cost", "u_priced")
 
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_TOOL_STATUSES))
 _OPEN = ", ".join(f"'{s}'" for s in sorted(OPEN_TOOL_STATUSES))
@@ -63,7 +69,7 @@ def eligible(messages: list[NormalizedMessage], has_records: bool) -> bool:
         return False
     live = [m for m in messages if not m.injected]
     if not any(m.calls or m.is_tool_result for m in live):
-        return False  # plain messages: fastpath
+        return False  # plain messages: services/plan.py
     results = [m for m in live if m.is_tool_result]
     if len(results) > 1 or any(m.is_tool_result and m.calls for m in live):
         return False
@@ -73,6 +79,51 @@ def eligible(messages: list[NormalizedMessage], has_records: bool) -> bool:
     return not (results and results[0].tool_call_id in asked)
 
 
+def usage_sql() -> tuple[str, str]:
+    """The usage parts of the statement (docs/usage.md): the counters' and ``usage_by_model``'s
+    update (``backends.postgres.usage_update_sql``), and the usage rows' insert."""
+    table = MessageUsage._meta.db_table
+    columns = ", ".join(f'"{name}"' for name in COUNTERS)
+    arrays = ", ".join(f"%(u_{name})s::bigint[]" for name in COUNTERS)
+    values = ", ".join(f"x.{name}" for name in COUNTERS)
+    insert = f""", u AS (
+  INSERT INTO "{table}" ("conversation_id", "message_id", "model", {columns},
+                         "cost_nanocents", "priced_with", "created_at")
+  SELECT c."id", m."id", x.model, {values}, x.cost, x.priced, m."created_at"
+  FROM c, unnest(%(u_index)s::int[], %(u_model)s::varchar[], {arrays},
+                 %(u_cost)s::bigint[], %(u_priced)s::varchar[])
+       AS x(i, model, {", ".join(COUNTERS)}, cost, priced)
+  JOIN m ON m."position" = (SELECT "record_length" FROM c) - %(n)s + x.i
+  RETURNING 1
+)"""
+    return usage_update_sql(), insert
+
+
+def usage_parameters(
+    params: dict[str, Any], messages: list[NormalizedMessage], stamps: list[datetime]
+) -> None:
+    """The usage rows' arrays (each row priced at its message's time ``stamps[i]``:
+    ``usage.row_cost``), the counters' increments and this batch's ``usage_by_model``."""
+    params.update({name: [] for name in _USAGE_ARRAYS})
+    total = Usage()
+    by_model: ByModel = {}
+    book = app_settings.prices
+    for index, message in enumerate(messages, start=1):
+        if message.usage is None:
+            continue
+        params["u_index"].append(index)
+        params["u_model"].append(message.model)
+        for name, value in message.usage.as_dict().items():
+            params[f"u_{name}"].append(value)
+        cost, priced_with = row_cost(message.model, message.usage, book, at=stamps[index - 1])
+        params["u_cost"].append(cost)
+        params["u_priced"].append(priced_with)
+        total = total + message.usage
+        by_model = add_by_model(by_model, message.model, message.usage)
+    params.update({f"t_{name}": value for name, value in total.as_dict().items()})
+    params["u_by_model"] = jsonenc.dumps(by_model)
+
+
 @functools.cache
 def statement(with_usage: bool, check_ids: bool, with_calls: bool) -> str:
     """The statement (see the module docstring); the flags leave out what the batch lacks."""
@@ -80,7 +131,7 @@ def statement(with_usage: bool, check_ids: bool, with_calls: bool) -> str:
     msg = Message._meta.db_table
     disp = DisplayMessage._meta.db_table
     calls = ToolCall._meta.db_table
-    usage_update, usage_insert = fastpath.usage_sql() if with_usage else ("", "")
+    usage_update, usage_insert = usage_sql() if with_usage else ("", "")
     known = (
         f"""
     AND NOT EXISTS (SELECT 1 FROM "{msg}" WHERE "conversation_id" = %(conversation)s::uuid
@@ -214,7 +265,7 @@ def try_append(
 ) -> tuple[Conversation, list[DisplayMessage]] | None:
     """Append ``messages`` (``eligible``) in one statement; the saved conversation and the new
     display rows by ``seq``, or None when it declined (nothing written). Signals, errors and
-    times as ``fastpath.try_append``."""
+    times as the planned append (``applying.append``)."""
     stamps = [t or now for t in (times or [None] * len(messages))]
     records: list[dict[str, Any]] = []
     displays: list[dict[str, Any]] = []
@@ -325,7 +376,7 @@ def try_append(
     if any(message.id_given for message in messages):
         params["ids"] = jsonenc.dumps([message.message_id for message in messages])
     if any(message.usage is not None for message in messages):
-        fastpath.usage_parameters(params, messages, stamps)
+        usage_parameters(params, messages, stamps)
     sql = statement("u_index" in params, "ids" in params, bool(new_calls))
 
     def work() -> tuple[Conversation, list[DisplayMessage]] | None:

@@ -134,8 +134,8 @@ def announce(
     (the created rows, by ``seq``), ``display_message_updated`` per changed row (by ``seq``),
     ``tool_call_updated`` per call, ``status_changed``, ``conversation_updated``,
     ``child_updated`` per child that changed, ``child_deleted`` per child deleted, and always
-    ``conversation_saved`` last. The general path (:meth:`Write.finish`) and the single-statement
-    path (``fastpath``) both announce through here, so their order cannot drift.
+    ``conversation_saved`` last. The general path (:meth:`Write.finish`), the planned writes
+    (``applying``) and the single statements announce through here, so their order cannot drift.
 
     With ``FRAME_LOG`` on (the default) the event's frames are built here, once, inside the
     transaction: written to the frame log (one INSERT) and handed to the realtime receivers with
