@@ -639,7 +639,8 @@ class Hold(models.Model):
 
 
 class AccessSurface(models.TextChoices):
-    """Where a conversation was read by someone who is not its owner (the staff access log)."""
+    """Where a conversation was read by someone who is not its owner (the staff access log), or
+    by an agent acting for a user, its owner included (the ``mcp-*`` members: agent reads)."""
 
     ADMIN = "admin", "Admin: conversation page"
     """The admin's conversation page and its transcript pages."""
@@ -674,11 +675,20 @@ class AccessSurface(models.TextChoices):
     WS_CONVERSATION = "ws-conversation", "Websocket: conversation stream"
     """``ws/conversations/{id}/``: one entry per socket opened (its snapshot, replay and live
     frames are one view)."""
+    MCP_LIST = "mcp-list", "Agent (MCP): conversation list"
+    """The MCP server's ``list_conversations`` (docs/mcp.md): an agent acting for the actor read
+    the list; one entry per conversation on the page (titles are content)."""
+    MCP_SEARCH = "mcp-search", "Agent (MCP): search"
+    """The MCP server's ``search_conversations``: one entry per conversation with a hit on the
+    page."""
+    MCP_TRANSCRIPT = "mcp-transcript", "Agent (MCP): transcript"
+    """The MCP server's ``read_transcript``: one entry per page read."""
 
 
 class AccessLogEntry(models.Model):
     """One view of a conversation by someone who is not its owner (docs/admin.md "The access
-    log"): who, when, where. ``actor_name`` is the actor's full name, else their username, as it
+    log"), or one read by an agent acting for a user, the owner included (``surface`` ``mcp-*``,
+    docs/mcp.md): who, when, where. ``actor_name`` is the actor's full name, else their username, as it
     was at the time (never their e-mail), so the entry outlives the account."""
 
     conversation = models.ForeignKey(

@@ -28,6 +28,7 @@ DECLARED = [
     "murmur_conversations.realtime.layers",
     "murmur_conversations.middleware",
     "murmur_conversations.outage",
+    "murmur_conversations.mcp.http",
 ]
 
 

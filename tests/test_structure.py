@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The first-party top-level packages whose sources are read.
 PACKAGES = ("murmur_conversations", "tests", "project", "bench")
 #: The packages of ``murmur_conversations`` in the middle layer, and its hooks module.
-MIDDLE = ("api", "realtime", "admin", "importers", "hooks")
+MIDDLE = ("api", "realtime", "admin", "importers", "mcp", "hooks")
 #: Modules of ``murmur_conversations`` that wire the layers together and so may import any.
 ENTRY_POINTS = ("apps", "checks", "management", "migrations")
 

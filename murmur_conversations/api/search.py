@@ -23,7 +23,7 @@ from murmur_conversations.api.schema import (
     document,
 )
 from murmur_conversations.representations import search_hit_row
-from murmur_conversations.search import MAX_QUERY_CHARS, search_hits
+from murmur_conversations.search import MAX_QUERY_CHARS, SearchQuery, search_hits
 from murmur_conversations.selectors import conversations_for
 
 Q_PARAM = Param(
@@ -70,13 +70,25 @@ class SearchView(AppAPIView):
         No ``total``: counting every hit would cost as much as ranking them all."""
         query = read_search(request.query_params, required=True)
         assert query is not None
-        binding = CursorBinding("search", str(request.user.pk), (("q", query.raw),))
-        after = _search_key(binding.read(request.query_params.get("cursor")))
-        limit = page_limit(request.query_params)
-        hits, more = search_hits(conversations_for(request.user), query, after=after, limit=limit)
-        next_cursor = (
-            binding.sign([hits[-1].rank, hits[-1].display_message_id]) if more and hits else None
+        page = search_page(
+            request.user,
+            query,
+            cursor=request.query_params.get("cursor"),
+            limit=page_limit(request.query_params),
         )
-        return Response(
-            {"results": [search_hit_row(hit) for hit in hits], "next_cursor": next_cursor}
-        )
+        return Response(page)
+
+
+def search_page(user: Any, query: SearchQuery, *, cursor: str | None, limit: int) -> dict[str, Any]:
+    """One page of ``user``'s search hits for ``query``, best first: ``{"results": [<hit>],
+    "next_cursor"}`` (``representations.search_hit_row``), over the conversations
+    ``selectors.conversations_for`` gives them, as ``GET search/`` and the MCP server's
+    ``search_conversations`` answer it. ``cursor``: one this listing gave for this user and
+    query, or None for the first page; ``InvalidCursor`` otherwise. ``limit``: hits per page."""
+    binding = CursorBinding("search", str(user.pk), (("q", query.raw),))
+    after = _search_key(binding.read(cursor))
+    hits, more = search_hits(conversations_for(user), query, after=after, limit=limit)
+    next_cursor = (
+        binding.sign([hits[-1].rank, hits[-1].display_message_id]) if more and hits else None
+    )
+    return {"results": [search_hit_row(hit) for hit in hits], "next_cursor": next_cursor}

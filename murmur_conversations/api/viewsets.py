@@ -74,7 +74,13 @@ from murmur_conversations.exceptions import (
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
-from murmur_conversations.models import AccessSurface, DisplayMessage, ToolCall, ToolStatus
+from murmur_conversations.models import (
+    AccessSurface,
+    Conversation,
+    DisplayMessage,
+    ToolCall,
+    ToolStatus,
+)
 from murmur_conversations.representations import (
     detail_row,
     display_row,
@@ -82,7 +88,7 @@ from murmur_conversations.representations import (
     summary_row,
     tool_call_row,
 )
-from murmur_conversations.search import MAX_QUERY_CHARS, matching_conversations
+from murmur_conversations.search import MAX_QUERY_CHARS, SearchQuery, matching_conversations
 from murmur_conversations.selectors import (
     access_log,
     children_by_call,
@@ -146,6 +152,85 @@ def _int_key(key: list[Any] | None, size: int) -> list[int] | None:
     return key
 
 
+def conversation_page(
+    user: Any,
+    *,
+    parent: str | None,
+    archived: str,
+    tag: str | None,
+    query: SearchQuery | None,
+    cursor: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """One page of ``user``'s conversations as ``GET conversations/`` and the MCP server's
+    ``list_conversations`` answer it: ``{"results": [<summary row>], "next_cursor", "total"}``,
+    the top-level conversations (the sidebar: ``selectors.top_level`` of
+    ``selectors.conversations_for``), or ``parent``'s children (none for a foreign, missing or
+    malformed id, alike), ordered by ``selectors.organised`` (pinned first, ``archived``: ``"0"``,
+    ``"1"`` or ``"all"``, maybe one ``tag``); with ``query`` only those whose title or a display
+    row matches it. ``cursor``: one this listing gave for the same user and filters, or None;
+    ``InvalidCursor`` otherwise. ``limit``: rows per page.
+
+    The cursor holds the keyset ``(pinned, saved_at, id)`` of the last row served and the time
+    the walk began: later pages leave out conversations saved or organised after it (written
+    to, pinned, unpinned, archived or renamed during the walk: ``saved_at``, ``organised_at``),
+    which the sidebar stream announces, so a walk returns every other row exactly once and none
+    twice (docs/api.md "Organising")."""
+    params: tuple[tuple[str, str], ...] = (("archived", archived), ("tag", tag or ""))
+    if parent is not None:
+        params += (("parent", parent),)
+    if query is not None:
+        params += (("q", query.raw),)
+    binding = CursorBinding("conversations", str(user.pk), params)
+    key = binding.read(cursor)
+    scoped = top_level(conversations_for(user)) if parent is None else children_for(user, parent)
+    if query is not None:
+        scoped = matching_conversations(scoped, query)
+    listed = organised(scoped, archived=archived, tag=tag)
+    rows = listed
+    if key is None:
+        walk_start = timezone.now()
+    else:
+        pinned, saved_at, pk, walk_start = _conversation_key(key)
+        after = Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk)
+        rows = rows.filter(saved_at__lte=walk_start).exclude(organised_at__gt=walk_start)
+        rows = rows.filter(
+            (Q(pinned=True) & after) | Q(pinned=False) if pinned else Q(pinned=False) & after
+        )
+    fetched = list(rows[: limit + 1])
+    started = iso(walk_start)
+    page = keyset_page(
+        fetched,
+        limit=limit,
+        binding=binding,
+        key_of=lambda c: [int(c.pinned), iso(c.saved_at), str(c.pk), started],
+    )
+    return body([summary_row(c) for c in page.rows], page, listed.count())
+
+
+def transcript_after(conversation: Conversation, cursor: str | None) -> int:
+    """The record position a transcript page of ``conversation`` starts after: 0 for no cursor,
+    else the one ``cursor`` (given by :func:`transcript_page` for this conversation) holds;
+    ``InvalidCursor`` for any other cursor."""
+    after = _int_key(CursorBinding("transcript", str(conversation.pk)).read(cursor), 1)
+    return after[0] if after else 0
+
+
+def transcript_page(conversation: Conversation, *, after: int, limit: int) -> dict[str, Any]:
+    """One transcript page (``selectors.transcript``, oldest first) as ``GET
+    conversations/{id}/transcript/`` and the MCP server's ``read_transcript`` answer it:
+    ``{"conversation_id", "messages": [{"role", "content"}], "next_cursor"}``, at most ``limit``
+    messages after record position ``after`` (:func:`transcript_after`)."""
+    binding = CursorBinding("transcript", str(conversation.pk))
+    entries = list(transcript(conversation, after_position=after, limit=limit + 1))
+    page = keyset_page(entries, limit=limit, binding=binding, key_of=lambda e: [e[0]])
+    return {
+        "conversation_id": str(conversation.pk),
+        "messages": [entry for _position, entry in page.rows],
+        "next_cursor": page.next_cursor,
+    }
+
+
 class ConversationViewSet(ConversationScopedViewSet):
     """The caller's conversations and everything inside one of them."""
 
@@ -177,56 +262,19 @@ class ConversationViewSet(ConversationScopedViewSet):
         responses={200: docs.ConversationPageSerializer, **ERROR_RESPONSES},
     )
     def page(self, request: Request) -> Response:
-        """A page of summary rows: the caller's top-level conversations, or with ``?parent=<id>``
-        that conversation's children (none for a foreign, missing or malformed id, alike); pinned
-        first, archived ones only with ``?archived=``, maybe one ``?tag=``; with ``q`` only those
-        whose title or a display row matches it (docs/search.md); ``total`` counts them. (Not
-        named ``list``: the body is one page object, and schema tools read ``list`` as an array.)
-
-        The cursor holds the keyset ``(pinned, saved_at, id)`` of the last row served and the time
-        the walk began: later pages leave out conversations saved or organised after it (written
-        to, pinned, unpinned, archived or renamed during the walk: ``saved_at``,
-        ``organised_at``), which the sidebar stream announces, so a walk returns every other row
-        exactly once and none twice (docs/api.md "Organising")."""
-        parent = query_value(request.query_params, "parent")
-        archived = read_archived(request.query_params)
-        tag = read_tag(request.query_params)
-        query = read_search(request.query_params, required=False)
-        params: tuple[tuple[str, str], ...] = (("archived", archived), ("tag", tag or ""))
-        if parent is not None:
-            params += (("parent", parent),)
-        if query is not None:
-            params += (("q", query.raw),)
-        binding = CursorBinding("conversations", str(request.user.pk), params)
-        key = binding.read(request.query_params.get("cursor"))
-        limit = page_limit(request.query_params)
-        if parent is None:
-            scoped = top_level(conversations_for(request.user))
-        else:
-            scoped = children_for(request.user, parent)
-        if query is not None:
-            scoped = matching_conversations(scoped, query)
-        listed = organised(scoped, archived=archived, tag=tag)
-        rows = listed
-        if key is None:
-            walk_start = timezone.now()
-        else:
-            pinned, saved_at, pk, walk_start = _conversation_key(key)
-            after = Q(saved_at__lt=saved_at) | Q(saved_at=saved_at, pk__lt=pk)
-            rows = rows.filter(saved_at__lte=walk_start).exclude(organised_at__gt=walk_start)
-            rows = rows.filter(
-                (Q(pinned=True) & after) | Q(pinned=False) if pinned else Q(pinned=False) & after
-            )
-        fetched = list(rows[: limit + 1])
-        started = iso(walk_start)
-        page = keyset_page(
-            fetched,
-            limit=limit,
-            binding=binding,
-            key_of=lambda c: [int(c.pinned), iso(c.saved_at), str(c.pk), started],
+        """:func:`conversation_page` of the caller with ``?parent=``, ``?archived=``, ``?tag=``,
+        ``?q=``, ``?cursor=`` and ``?limit=``. (Not named ``list``: the body is one page object,
+        and schema tools read ``list`` as an array.)"""
+        page = conversation_page(
+            request.user,
+            parent=query_value(request.query_params, "parent"),
+            archived=read_archived(request.query_params),
+            tag=read_tag(request.query_params),
+            query=read_search(request.query_params, required=False),
+            cursor=request.query_params.get("cursor"),
+            limit=page_limit(request.query_params),
         )
-        results = [summary_row(c) for c in page.rows]
-        return Response(body(results, page, listed.count()))
+        return Response(page)
 
     @document(
         summary="One conversation: the summary row plus metadata",
@@ -355,21 +403,10 @@ class ConversationViewSet(ConversationScopedViewSet):
     )
     def transcript(self, request: Request, id: str) -> Response:
         """``{"conversation_id", "messages", "next_cursor"}``; ``limit`` 1..1,000 (default 1,000)."""
-        binding = CursorBinding("transcript", self._scope())
-        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
+        after = transcript_after(self.conversation, request.query_params.get("cursor"))
         limit = transcript_limit(request.query_params)
         self._log_view(AccessSurface.API_TRANSCRIPT)
-        entries = list(
-            transcript(self.conversation, after_position=after[0] if after else 0, limit=limit + 1)
-        )
-        page = keyset_page(entries, limit=limit, binding=binding, key_of=lambda e: [e[0]])
-        return Response(
-            {
-                "conversation_id": str(self.conversation.pk),
-                "messages": [entry for _position, entry in page.rows],
-                "next_cursor": page.next_cursor,
-            }
-        )
+        return Response(transcript_page(self.conversation, after=after, limit=limit))
 
     @document(
         summary="The pending ask (agentfootprint PendingAsk) or null",

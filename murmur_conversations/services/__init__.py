@@ -67,6 +67,7 @@ from murmur_conversations.services.retention import (
     MAX_HOLD_REASON,
     log_access,
     log_accesses,
+    log_agent_reads,
     place_hold,
     release_hold,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "alink_fork",
     "alog_access",
     "alog_accesses",
+    "alog_agent_reads",
     "answer_pending_ask",
     "aplace_hold",
     "aprune_frame_log",
@@ -133,6 +135,7 @@ __all__ = [
     "link_fork",
     "log_access",
     "log_accesses",
+    "log_agent_reads",
     "place_hold",
     "prune_frame_log",
     "purge_conversations",
@@ -182,3 +185,4 @@ aplace_hold = sync_to_async(place_hold)
 arelease_hold = sync_to_async(release_hold)
 alog_access = sync_to_async(log_access)
 alog_accesses = sync_to_async(log_accesses)
+alog_agent_reads = sync_to_async(log_agent_reads)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from django.db import IntegrityError, router, transaction
@@ -124,21 +125,47 @@ def log_accesses(
     own, one insert. Raises ``WriteConflict``."""
     if actor is None or not getattr(actor, "is_authenticated", False):
         return []
-    name = actor_name(actor)
-    entries = [
-        AccessLogEntry(conversation_id=pk, actor=actor, actor_name=name, surface=surface)
-        for pk, owner_id in dict(conversations).items()
-        if owner_id is None or owner_id != actor.pk
-    ]
-    if not entries:
+    return _write_entries(
+        [
+            pk
+            for pk, owner_id in dict(conversations).items()
+            if owner_id is None or owner_id != actor.pk
+        ],
+        actor=actor,
+        surface=surface,
+    )
+
+
+def log_agent_reads(
+    *, conversations: Iterable[Any], actor: Any, surface: str
+) -> list[AccessLogEntry]:
+    """One access log entry per conversation (pks, in order, repeats written once) that an agent
+    acting for ``actor`` read (the MCP server, docs/mcp.md "The access log"), the actor's own
+    conversations included: unlike a person's view, an agent's read of its owner's conversation
+    is logged, so owners see what their agents read. ``surface``: where (1-64 characters; the
+    app's are the ``mcp-*`` members of ``models.AccessSurface``). Conversations deleted
+    meanwhile get no entry; none at all for an actor who is not a signed-in user. One insert;
+    raises ``WriteConflict``: a read that cannot be logged should not be answered."""
+    if actor is None or not getattr(actor, "is_authenticated", False):
         return []
+    surface = check_short_string(surface, what="surface", max_length=64, allow_empty=False)
+    return _write_entries(list(dict.fromkeys(conversations)), actor=actor, surface=surface)
+
+
+def _write_entries(pks: list[Any], *, actor: Any, surface: str) -> list[AccessLogEntry]:
+    """One entry by ``actor`` at ``surface`` per conversation of ``pks`` that still exists."""
+    if not pks:
+        return []
+    name = actor_name(actor)
     using = router.db_for_write(AccessLogEntry)
     with database_errors(), transaction.atomic(using=using):
-        # Rows of conversations deleted since the page was read are left out.
+        # Conversations deleted since they were read are left out.
         alive = set(
-            Conversation.objects.using(using)
-            .filter(pk__in=[e.conversation_id for e in entries])
-            .values_list("pk", flat=True)
+            Conversation.objects.using(using).filter(pk__in=pks).values_list("pk", flat=True)
         )
-        entries = [e for e in entries if e.conversation_id in alive]
+        entries = [
+            AccessLogEntry(conversation_id=pk, actor=actor, actor_name=name, surface=surface)
+            for pk in pks
+            if pk in alive
+        ]
         return AccessLogEntry.objects.using(using).bulk_create(entries)
