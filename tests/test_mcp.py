@@ -12,21 +12,26 @@ import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx2
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from mcp import Client, StdioServerParameters
+from django.db import OperationalError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import INVALID_PARAMS
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from murmur_conversations import services
+from murmur_conversations.exceptions import WriteConflict
+from murmur_conversations.mcp import tools
 from murmur_conversations.mcp.http import MCPApp
-from murmur_conversations.mcp.tools import NOT_FOUND
+from murmur_conversations.mcp.server import UNAVAILABLE
+from murmur_conversations.mcp.tools import NOT_FOUND, UNLOGGED
 from murmur_conversations.models import AccessLogEntry, Conversation
 from tests.helpers import MakeUser
 from tests.servers import ROOT, database_environment
@@ -300,3 +305,46 @@ def test_mcp_server_command_refuses_an_unknown_or_inactive_owner(make_user: Make
     with pytest.raises(CommandError, match="'gone' is inactive") as inactive:
         call_command("mcp_server", "--owner", "gone")
     assert inactive.value.returncode == 2
+
+
+@contextlib.asynccontextmanager
+async def http_client(user: User) -> AsyncIterator[Client]:
+    token = await sync_to_async(Token.objects.create)(user=user)
+    async with (
+        over_http(token.key) as http,
+        Client(streamable_http_client("http://testserver/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+async def test_a_read_the_access_log_cannot_record_is_not_answered(
+    alice: User, mine: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def busy(**kwargs: Any) -> NoReturn:
+        raise WriteConflict("database is locked")
+
+    monkeypatch.setattr(services, "log_agent_reads", busy)
+    async with http_client(alice) as client:
+        for name, arguments in (
+            ("search_conversations", {"query": "tokenizer"}),
+            ("list_conversations", {}),
+            ("read_transcript", {"conversation_id": str(mine.pk)}),
+        ):
+            result = await client.call_tool(name, arguments)
+            assert refusal(result) == UNLOGGED
+            assert "tokenizer" not in result.content[0].text
+
+
+async def test_an_outage_is_an_error_result_and_an_unknown_tool_a_protocol_error(
+    alice: User, mine: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(*args: Any, **kwargs: Any) -> NoReturn:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(tools, "conversation_page", down)
+    async with http_client(alice) as client:
+        assert refusal(await client.call_tool("list_conversations", {})) == UNAVAILABLE
+        with pytest.raises(MCPError, match="unknown tool 'delete_everything'") as unknown:
+            await client.call_tool("delete_everything", {})
+        assert unknown.value.code == INVALID_PARAMS
+    assert await entries(mine) == []
