@@ -193,7 +193,7 @@ class Conversation(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="children",
-        db_index=False,  # murmur_conv_parent_idx leads with it
+        db_index=False,  # murmur_conv_child_idx, partial: most conversations have no parent
     )
     #: The call id in the parent that launched this child ("" when the log does not say).
     #: Write-once: set at creation or later when still empty, never changed.
@@ -232,7 +232,12 @@ class Conversation(models.Model):
     #: Forks (docs/api.md "Forking"): the conversation this one was copied from (null once that one
     #: is deleted) and the display ``seq`` it was forked at.
     forked_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        db_index=False,  # murmur_conv_fork_idx, partial: most conversations are no fork
     )
     forked_at_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
@@ -240,20 +245,27 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ("-saved_at", "-id")
+        # Every index here gets an entry on every write that moves saved_at or retained_at
+        # (PostgreSQL cannot update the row in place while an index holds a changed column):
+        # each serves a read named in docs/indexes.md, and a partial index skips the rows it
+        # cannot serve.
         indexes = (
-            models.Index(fields=("owner", "-saved_at", "-id"), name="murmur_conv_owner_saved_idx"),
+            # The admin's list, newest first (Meta.ordering).
             models.Index(fields=("-saved_at", "-id"), name="murmur_conv_saved_id_idx"),
-            # The sidebar lists top-level conversations; ?parent= lists one's children.
+            # A conversation's children (?parent=, the child frames, exports, deletion).
             models.Index(
-                fields=("owner", "-saved_at", "-id"),
-                name="murmur_conv_owner_top_idx",
+                fields=("parent",),
+                name="murmur_conv_child_idx",
+                condition=Q(parent__isnull=False),
+            ),
+            # Retention: the oldest top-level conversations first (services.purge_conversations).
+            models.Index(
+                fields=("retained_at", "id"),
+                name="murmur_conv_retained_idx",
                 condition=Q(parent__isnull=True),
             ),
-            models.Index(fields=("parent", "-saved_at", "-id"), name="murmur_conv_parent_idx"),
-            # Retention: the oldest first (services.purge_conversations).
-            models.Index(fields=("retained_at", "id"), name="murmur_conv_retained_idx"),
-            # GET conversations/: an owner's listed (or archived) top-level conversations, pinned
-            # first.
+            # The sidebar and GET conversations/: an owner's listed (or archived) top-level
+            # conversations, pinned first, newest first.
             models.Index(
                 fields=("owner", "archived", "-pinned", "-saved_at", "-id"),
                 name="murmur_conv_owner_list_idx",
@@ -264,6 +276,12 @@ class Conversation(models.Model):
                 fields=("title",),
                 name="murmur_conv_title_prefix_idx",
                 opclasses=("varchar_pattern_ops",),
+            ),
+            # The forks of a conversation (set to null when it is deleted).
+            models.Index(
+                fields=("forked_from",),
+                name="murmur_conv_fork_idx",
+                condition=Q(forked_from__isnull=False),
             ),
         )
         constraints = (
@@ -308,7 +326,10 @@ class Message(models.Model):
     """One message of the durable record (murmur ``conversation.jsonl``): append-only, in order."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,  # murmur_message_position_uniq leads with it
     )
     position = models.PositiveBigIntegerField()
     message_id = models.CharField(max_length=255)
@@ -345,7 +366,10 @@ class ToolCall(models.Model):
     """One tool call, by call id: the single source of truth for its status (sagents, muse tasks)."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="tool_calls"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="tool_calls",
+        db_index=False,  # murmur_tool_call_id_idx leads with it
     )
     call_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255, blank=True, default="", db_default="")
@@ -401,7 +425,10 @@ class DisplayMessage(models.Model):
     an error or a notice. ``seq`` is the display order; ``event_seq`` the last change."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="display_messages"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="display_messages",
+        db_index=False,  # murmur_display_seq_uniq leads with it
     )
     message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.CASCADE, related_name="display_messages"
@@ -417,7 +444,12 @@ class DisplayMessage(models.Model):
         db_default=ToolStatus.COMPLETED,
     )
     tool_call = models.ForeignKey(
-        ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="display_messages"
+        ToolCall,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="display_messages",
+        db_index=False,  # murmur_display_tool_call_idx, partial: most rows have none
     )
     metadata = models.JSONField(default=dict, db_default={}, blank=True)
     created_event_seq = models.PositiveBigIntegerField()
@@ -434,6 +466,12 @@ class DisplayMessage(models.Model):
         indexes = (
             models.Index(
                 fields=("conversation", "event_seq", "seq"), name="murmur_display_event_idx"
+            ),
+            # A tool call's rows (its card, its results), without the rows of no tool call.
+            models.Index(
+                fields=("tool_call",),
+                name="murmur_display_tool_call_idx",
+                condition=Q(tool_call__isnull=False),
             ),
         )
         constraints = (
@@ -469,7 +507,10 @@ class SourceRecord(models.Model):
     """One line of an imported log, kept verbatim (``raw`` is text: jsonb would reorder keys)."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="source_records"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="source_records",
+        db_index=False,  # murmur_source_key_uniq leads with it
     )
     source = models.CharField(max_length=32)
     source_key = models.CharField(max_length=255)
@@ -505,7 +546,10 @@ class ImportedSource(models.Model):
     """
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_imported_sources"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="murmur_imported_sources",
+        db_index=False,  # murmur_imported_path_uniq leads with it
     )
     path = models.TextField()
     path_key = models.CharField(max_length=64)
@@ -565,7 +609,10 @@ class DeletedSource(models.Model):
     sha256 of the id's canonical text)."""
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_deleted_sources"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="murmur_deleted_sources",
+        db_index=False,  # murmur_deleted_source_uniq leads with it
     )
     source = models.CharField(max_length=64)
     key_hash = models.CharField(max_length=64)
@@ -594,7 +641,10 @@ class RedactionCount(models.Model):
     at read time; the removed text itself is stored nowhere."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="redaction_counts"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="redaction_counts",
+        db_index=False,  # murmur_redaction_detector_uniq leads with it
     )
     detector = models.CharField(max_length=64)
     count = models.PositiveBigIntegerField(default=0, db_default=0)
@@ -692,7 +742,10 @@ class AccessLogEntry(models.Model):
     was at the time (never their e-mail), so the entry outlives the account."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="access_log"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="access_log",
+        db_index=False,  # murmur_access_conv_idx leads with it
     )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -700,6 +753,7 @@ class AccessLogEntry(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # murmur_access_actor_idx leads with it
     )
     actor_name = models.CharField(max_length=255)
     surface = models.CharField(max_length=64)
@@ -726,7 +780,10 @@ class MessageUsage(models.Model):
     can be re-priced when prices change (``services.reprice_usage``)."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="usage_rows"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="usage_rows",
+        db_index=False,  # murmur_usage_conv_time_idx leads with it
     )
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="usage_row")
     model = models.CharField(max_length=255, blank=True, default="", db_default="")
@@ -769,7 +826,12 @@ class Share(models.Model):
     ``expires_at`` passed, and the link answers like an unknown one."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="shares",
+        db_index=False,  # murmur_share_conv_idx leads with it
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -821,7 +883,12 @@ class ShareRow(models.Model):
     Anything that later removes content from display rows (redaction, erasure) must treat these
     copies the same way, or revoke the conversation's snapshot links."""
 
-    share = models.ForeignKey(Share, on_delete=models.CASCADE, related_name="rows")
+    share = models.ForeignKey(
+        Share,
+        on_delete=models.CASCADE,
+        related_name="rows",
+        db_index=False,  # murmur_sharerow_seq_uniq leads with it
+    )
     seq = models.PositiveBigIntegerField()
     message_type = models.CharField(max_length=16, choices=MessageType.choices)
     content_type = models.CharField(max_length=32, choices=ContentType.choices)
@@ -869,10 +936,16 @@ class Feedback(models.Model):
     One per ``(display_message, user)``; written by ``services.set_feedback``/``clear_feedback``."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="feedback"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="feedback",
+        db_index=False,  # murmur_feedback_conv_idx leads with it
     )
     display_message = models.ForeignKey(
-        DisplayMessage, on_delete=models.CASCADE, related_name="feedback"
+        DisplayMessage,
+        on_delete=models.CASCADE,
+        related_name="feedback",
+        db_index=False,  # murmur_feedback_row_user_uniq leads with it
     )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="murmur_feedback"
@@ -907,7 +980,10 @@ class ConversationTag(models.Model):
     the ``?tag=`` filter reads (kept equal to it by ``services.update_conversation``)."""
 
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="tag_rows"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="tag_rows",
+        db_index=False,  # murmur_tag_uniq leads with it
     )
     name = models.CharField(max_length=32)
 

@@ -29,7 +29,6 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import (
     BooleanField,
-    F,
     FloatField,
     Func,
     Q,
@@ -269,13 +268,11 @@ def _pg_rank(query: SearchQuery) -> _Sql:
     )
 
 
-def _pg_title_matches(query: SearchQuery) -> _Sql:
-    # The expression of the title index, so the planner uses it.
-    return _Sql(
-        f"{search_index.pg_vector_sql('{0}')} @@ {_TSQUERY}",
-        F("title"),
-        Value(query.websearch()),
-        output_field=BooleanField(),
+def _pg_title_ids(query: SearchQuery) -> RawSQL:
+    return RawSQL(
+        f'SELECT conversation_id FROM "{search_index.TITLE_VECTORS}" '
+        f"WHERE vector @@ {_TSQUERY.replace('{1}', '%s')}",
+        (query.websearch(),),
     )
 
 
@@ -326,10 +323,8 @@ def matching_conversations(
         return conversations.none()
     rows = DisplayMessage.objects.using(conversations.db)
     if backend == "postgresql":
-        # Titles through a subquery, so the title index answers it once (a condition on each
-        # conversation row would compute its tsvector row by row).
-        titles = Conversation.objects.using(conversations.db).filter(_pg_title_matches(query))
-        titled = Q(pk__in=titles.order_by().values("pk"))
+        # Titles through their own table's index, answered once as a subquery.
+        titled = Q(pk__in=_pg_title_ids(query))
         rows = rows.filter(_pg_matches(query))
     elif backend == "sqlite":
         titled = Q(pk__in=_sqlite_title_ids(query))

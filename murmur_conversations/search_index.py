@@ -8,8 +8,9 @@ bigram function):
   ``to_tsvector('english', <searchable text>)``, the searchable text written inline
   (:func:`pg_text_sql`: built-in calls only, so no per-row function call), with CJK runs
   expanded into bigrams and :data:`WORD_BREAKS` turned into spaces first
-  (:func:`pg_index_text_sql`), with a GIN index; titles through a GIN expression index on the
-  same ``to_tsvector`` of ``title``.
+  (:func:`pg_index_text_sql`), with a GIN index; titles in a table of their own
+  (:data:`TITLE_VECTORS`: the same ``to_tsvector`` of each ``title``, with a GIN index), kept
+  by triggers on the conversation table (:func:`pg_title_statements`).
 - **SQLite**: an FTS5 table (``porter unicode61`` tokenizer) holding each display row's
   searchable text (CJK runs expanded into bigrams by the function :func:`register_sqlite` gives
   every connection) under the row's id, kept by triggers on the display table; titles in a
@@ -32,7 +33,7 @@ arrays and objects except the values of members named in :data:`SKIPPED_KEYS` (b
 signatures, base64 data).
 
 :func:`install` and :func:`uninstall` are what migrations ``0006_search``, ``0013_search`` and
-``0015_schema`` run; :func:`ensure`
+``0015_schema`` run (``0016_schema`` runs :func:`reinstall_titles`); :func:`ensure`
 (run after every ``migrate``) puts back SQLite triggers that a later migration's table rebuild
 dropped, and re-indexes when it had to.
 """
@@ -55,7 +56,18 @@ PG_CONFIG: Final = "english"
 _OLD_FUNCTION: Final = "murmur_search_text"
 VECTOR_COLUMN: Final = "search_vector"
 DISPLAY_INDEX: Final = "murmur_display_search_idx"
-TITLE_INDEX: Final = "murmur_conv_title_search_idx"
+#: The GIN expression index on the conversation's title that migrations 0006 to 0015 made.
+_OLD_TITLE_INDEX: Final = "murmur_conv_title_search_idx"
+TITLE_VECTORS: Final = "murmur_title_search"
+TITLE_INDEX: Final = "murmur_title_search_idx"
+_TITLE_KEEP: Final = "murmur_title_search_keep"
+_TITLE_EMPTY: Final = "murmur_title_search_empty"
+_PG_TRIGGERS: Final = (
+    "murmur_title_search_ai",
+    "murmur_title_search_au",
+    "murmur_title_search_ad",
+    "murmur_title_search_at",
+)
 DISPLAY_FTS: Final = "murmur_display_fts"
 TITLE_DOC: Final = "murmur_title_doc"
 TITLE_FTS: Final = "murmur_title_fts"
@@ -217,14 +229,70 @@ END"""
 
 
 def pg_statements() -> list[str]:
-    """The PostgreSQL objects: the generated column and the two GIN indexes."""
-    display, conversation = _tables()
+    """The PostgreSQL objects: the generated column and its GIN index, then the titles'
+    (:func:`pg_title_statements`)."""
+    display, _conversation = _tables()
     return [
         f"""ALTER TABLE "{display}" ADD COLUMN "{VECTOR_COLUMN}" tsvector GENERATED ALWAYS AS
     ({pg_vector_sql(pg_text_sql('"content_type"', '"content"', '"metadata"'))}) STORED""",
         f'CREATE INDEX "{DISPLAY_INDEX}" ON "{display}" USING gin ("{VECTOR_COLUMN}")',
-        f"""CREATE INDEX "{TITLE_INDEX}" ON "{conversation}" USING gin
-    ({pg_vector_sql('"title"')})""",
+        *pg_title_statements(),
+    ]
+
+
+def pg_title_statements() -> list[str]:
+    """The titles' index on PostgreSQL, off the conversation row: a table of their
+    ``tsvector`` (:data:`TITLE_VECTORS`, one row per conversation) with a GIN index, kept by
+    triggers on the conversation table (insert, a changed title, delete, truncate), then filled
+    from the stored conversations. An index on the conversation row itself would get entries on
+    every write that moves ``saved_at``, which PostgreSQL cannot update in place while the
+    sidebar's index holds it; an update that leaves the title alone fires no trigger."""
+    _display, conversation = _tables()
+    vector, title = pg_vector_sql("NEW.title"), '"title"'
+    return [
+        f"""CREATE TABLE "{TITLE_VECTORS}" (conversation_id uuid PRIMARY KEY,
+    vector tsvector NOT NULL)""",
+        f'CREATE INDEX "{TITLE_INDEX}" ON "{TITLE_VECTORS}" USING gin (vector)',
+        f"""CREATE FUNCTION {_TITLE_KEEP}() RETURNS trigger LANGUAGE plpgsql AS $murmur$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    DELETE FROM "{TITLE_VECTORS}" WHERE conversation_id = OLD.id;
+  ELSE
+    INSERT INTO "{TITLE_VECTORS}" (conversation_id, vector) VALUES (NEW.id, {vector})
+    ON CONFLICT (conversation_id) DO UPDATE SET vector = EXCLUDED.vector;
+  END IF;
+  RETURN NULL;
+END
+$murmur$""",
+        f"""CREATE FUNCTION {_TITLE_EMPTY}() RETURNS trigger LANGUAGE plpgsql AS $murmur$
+BEGIN
+  TRUNCATE "{TITLE_VECTORS}";
+  RETURN NULL;
+END
+$murmur$""",
+        f"""CREATE TRIGGER murmur_title_search_ai AFTER INSERT ON "{conversation}"
+    FOR EACH ROW EXECUTE FUNCTION {_TITLE_KEEP}()""",
+        f"""CREATE TRIGGER murmur_title_search_au AFTER UPDATE OF title ON "{conversation}"
+    FOR EACH ROW WHEN (OLD.title IS DISTINCT FROM NEW.title)
+    EXECUTE FUNCTION {_TITLE_KEEP}()""",
+        f"""CREATE TRIGGER murmur_title_search_ad AFTER DELETE ON "{conversation}"
+    FOR EACH ROW EXECUTE FUNCTION {_TITLE_KEEP}()""",
+        f"""CREATE TRIGGER murmur_title_search_at AFTER TRUNCATE ON "{conversation}"
+    FOR EACH STATEMENT EXECUTE FUNCTION {_TITLE_EMPTY}()""",
+        f'INSERT INTO "{TITLE_VECTORS}" (conversation_id, vector) '
+        f'SELECT id, {pg_vector_sql(title)} FROM "{conversation}"',
+    ]
+
+
+def pg_title_drop_statements() -> list[str]:
+    """Undo :func:`pg_title_statements` (and drop the title index of migrations before 0016)."""
+    _display, conversation = _tables()
+    return [
+        *(f'DROP TRIGGER IF EXISTS {name} ON "{conversation}"' for name in _PG_TRIGGERS),
+        f"DROP FUNCTION IF EXISTS {_TITLE_KEEP}()",
+        f"DROP FUNCTION IF EXISTS {_TITLE_EMPTY}()",
+        f'DROP TABLE IF EXISTS "{TITLE_VECTORS}"',
+        f'DROP INDEX IF EXISTS "{_OLD_TITLE_INDEX}"',
     ]
 
 
@@ -232,12 +300,22 @@ def pg_drop_statements() -> list[str]:
     """Undo :func:`pg_statements`."""
     display, _conversation = _tables()
     return [
-        f'DROP INDEX IF EXISTS "{TITLE_INDEX}"',
+        *pg_title_drop_statements(),
         f'DROP INDEX IF EXISTS "{DISPLAY_INDEX}"',
         f'ALTER TABLE "{display}" DROP COLUMN IF EXISTS "{VECTOR_COLUMN}"',
         # The searchable-text function of migrations 0006 to 0014, if it is still there.
         f"DROP FUNCTION IF EXISTS {_OLD_FUNCTION}(varchar, jsonb, jsonb)",
     ]
+
+
+def reinstall_titles(connection: Any) -> None:
+    """On PostgreSQL, build the titles' index again as :func:`pg_title_statements` defines it
+    (migration ``0016_schema``); nothing elsewhere (SQLite's title index is its own)."""
+    if backend_for(connection.vendor) != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for statement in [*pg_title_drop_statements(), *pg_title_statements()]:
+            cursor.execute(statement)
 
 
 # --------------------------------------------------------------------------- SQLite
