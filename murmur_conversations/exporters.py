@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.contrib.auth import get_user_model
@@ -46,6 +47,7 @@ from murmur_conversations.models import (
     SourceRecord,
 )
 from murmur_conversations.representations import iso, record_message
+from murmur_conversations.traces import genai, otlp
 
 CHUNK: Final = 500
 MURMUR: Final = "murmur"
@@ -398,6 +400,54 @@ def export_openai_items(conversation: Conversation) -> Iterator[str]:
     yield "\n"
 
 
+#: The sources of conversations imported from OTLP traces: their key is the conversation id of
+#: the spans, which an OTLP export names again.
+OTLP_SOURCES: Final = frozenset({"otlp-json", "otlp-proto"})
+#: The resource and instrumentation scope of exported spans.
+OTLP_RESOURCE: Final = {"service.name": "murmur_conversations"}
+OTLP_SCOPE: Final = "murmur_conversations"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _nanoseconds(at: datetime) -> int:
+    """A time as nanoseconds since the epoch (exact to the microsecond a time holds)."""
+    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def otlp_spans(conversation: Conversation) -> list[otlp.Span]:
+    """The conversation's record as GenAI spans (``traces.genai.spans_of``), in one trace keyed
+    by its OTLP conversation id (the key it was imported under from a trace, else its id), each
+    message dated by its ``created_at``."""
+    key = (
+        conversation.external_id
+        if conversation.source in OTLP_SOURCES and conversation.external_id
+        else str(conversation.pk)
+    )
+    records = [
+        (record_message(m), _nanoseconds(m.created_at))
+        for chunk in _messages(conversation)
+        for m in chunk
+    ]
+    return genai.spans_of(key, records)
+
+
+def export_otlp_json(conversation: Conversation) -> Iterator[str]:
+    """The conversation as OTLP JSON (docs/formats.md "OpenTelemetry GenAI traces"): one
+    ``ExportTraceServiceRequest`` per line, each holding one span (:func:`otlp_spans`), as a
+    collector's file exporter writes them."""
+    for span in otlp_spans(conversation):
+        request = otlp.request_of([span], resource=OTLP_RESOURCE, scope=OTLP_SCOPE)
+        yield jsonenc.dumps(otlp.json_of(request))
+        yield "\n"
+
+
+def export_otlp_proto(conversation: Conversation) -> Iterator[bytes]:
+    """The conversation as ``otlp-proto`` frames (the requests of :func:`export_otlp_json`, each
+    its length as 4 big-endian bytes, then its protobuf encoding)."""
+    for span in otlp_spans(conversation):
+        yield otlp.frame(otlp.request_of([span], resource=OTLP_RESOURCE, scope=OTLP_SCOPE))
+
+
 EXPORTERS: Final = {
     "murmur": export_murmur,
     "openai": export_openai,
@@ -405,4 +455,8 @@ EXPORTERS: Final = {
     "vercel-ui": export_vercel_ui,
     "ag-ui": export_ag_ui,
     "openai-items": export_openai_items,
+    "otlp-json": export_otlp_json,
 }
+#: Exports that are bytes, not text: written by ``export_conversation`` only (the REST export
+#: serves text formats).
+BINARY_EXPORTERS: Final = {"otlp-proto": export_otlp_proto}

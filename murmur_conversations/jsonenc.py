@@ -62,6 +62,18 @@ def size(value: Any) -> int:
     return utf8_size(dumps(value))
 
 
+def loads_or_given(value: Any) -> Any:
+    """``value`` parsed when it is JSON text (:func:`loads`), else ``value`` as given: a string
+    that is not JSON (or nests too deep to read) stays the string, any other value is returned
+    as it is. For fields that hold either JSON text or a value (tool call arguments)."""
+    if isinstance(value, str):
+        try:
+            return loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 

@@ -49,7 +49,10 @@ def test_each_format_downloads_what_the_command_writes(
     assert response.status_code == 200
     assert response.content.decode() == export(saved, "--format", fmt)
     assert response["Content-Disposition"].startswith("attachment; filename=")
-    if fmt != "murmur":
+    if fmt in ("murmur", "otlp-json"):  # JSON Lines
+        assert response["Content-Type"].startswith("application/x-ndjson")
+        assert all(json.loads(line) for line in response.content.decode().splitlines())
+    else:
         assert response["Content-Type"].startswith("application/json")
         json.loads(response.content)
 

@@ -4,7 +4,8 @@ bytes the command writes. Scoped like every read: a foreign id is the same 404 a
 
 ``ag-ui`` and ``openai-items`` also come in cursor pages (``limit``/``cursor``): each record
 message becomes its own messages or items there, so a page of record messages is a page of the
-list. The others are one body only: ``vercel-ui`` folds a tool result into the message that made
+list. ``otlp-json`` is JSON Lines (one OTLP trace export request per line); ``otlp-proto``, binary
+frames, is not served (the route's bodies are text). The others are one body only: ``vercel-ui`` folds a tool result into the message that made
 its call, wherever the result stands; murmur, OpenAI and Anthropic lists are documents a client
 reads whole (an Anthropic list folds runs of results into one message).
 """
@@ -40,7 +41,8 @@ FORMAT_PARAM = Param(
     "format",
     choice(*EXPORTERS),
     "query",
-    "murmur (default; JSON Lines), openai, anthropic, vercel-ui, ag-ui or openai-items.",
+    "murmur (default; JSON Lines), openai, anthropic, vercel-ui, ag-ui, openai-items or "
+    "otlp-json (JSON Lines of OTLP trace export requests; otlp-proto is the command's only).",
 )
 PAGE_LIMIT_PARAM = Param(
     "limit",
@@ -50,9 +52,13 @@ PAGE_LIMIT_PARAM = Param(
     "1..MAX_PAGE_SIZE) instead of the whole list.",
 )
 #: ``format -> (media type, file name extension)`` of the download.
-MEDIA: Final = {"murmur": ("application/x-ndjson", "jsonl")}
+MEDIA: Final = {
+    "murmur": ("application/x-ndjson", "jsonl"),
+    "otlp-json": ("application/x-ndjson", "jsonl"),
+}
 JSON_MEDIA: Final = ("application/json", "json")
-#: The body's schema per media type: JSON Lines for murmur, one JSON document for the others.
+#: The body's schema per media type: JSON Lines for murmur and otlp-json, one JSON document for
+#: the others.
 EXPORT_BODIES: Final = {
     (200, "application/json"): free_form("json"),
     (200, "application/x-ndjson"): free_form("text"),

@@ -46,6 +46,7 @@ from murmur_conversations.importers.ledger import (
 from murmur_conversations.importers.records import (
     TITLE_EXPORTED,
     Begin,
+    Covered,
     Delta,
     Item,
     Kept,
@@ -270,6 +271,11 @@ class _Writer:
             self.begin(item)
         elif isinstance(item, Link):
             self.link(item)
+        elif isinstance(item, Covered):
+            deleted = self.target is not None and self.target.deleted
+            self.ledger.mark(
+                item.line, None, IMPORTED if item.imported and not deleted else NOT_KEPT
+            )
         elif self.target is None:
             self.problem(Problem(None, f"the parser gave {type(item).__name__} before a key"))
         elif self.target.deleted:

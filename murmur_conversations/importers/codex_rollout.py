@@ -153,12 +153,7 @@ def _injected(role: Any, blocks: list[Any]) -> bool:
 def _arguments(value: Any) -> Any:
     """JSON ``arguments`` text parsed, else kept as the string (also for NaN and nesting too deep
     to read, as ``messages`` does for OpenAI arguments)."""
-    if isinstance(value, str):
-        try:
-            return jsonenc.loads(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
+    return jsonenc.loads_or_given(value)
 
 
 def _output(value: Any) -> str:

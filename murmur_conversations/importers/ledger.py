@@ -10,7 +10,8 @@ envelope) is accounted for by its messages instead of its lines. The fates of li
 each, so the ledger of a file of a million lines is a megabyte.
 
 **Not kept** also holds the lines of a conversation deleted since an import (docs/formats.md
-"Deleted conversations stay deleted"): left out on purpose, reported once for the conversation.
+"Deleted conversations stay deleted"): left out on purpose, reported once for the conversation;
+and the OTLP trace lines without GenAI spans (``records.Covered``).
 """
 
 from __future__ import annotations

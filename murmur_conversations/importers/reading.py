@@ -164,3 +164,28 @@ class LineCursor:
             line = decode_line(raw, number)
             if line is not None:
                 yield line
+
+
+class FrameCursor(LineCursor):
+    """The frames of a binary ``otlp-proto`` ``stream`` (``traces.otlp.frames``) from byte
+    ``offset`` on, as ``SourceLine`` values numbered after ``line`` (``data`` the frame's bytes).
+    ``offset`` and ``line`` follow the end of the last whole frame read, as for
+    :class:`LineCursor`; a torn frame ends the stream as a last incomplete line (empty ``data``,
+    ``text`` saying why)."""
+
+    def __iter__(self) -> Iterator[SourceLine]:
+        from murmur_conversations.traces.otlp import frames
+
+        self.stream.seek(self.offset)
+        number = self.line
+        start = self.offset
+        for end, data, reason in frames(self.stream):
+            number += 1
+            if data is None:
+                yield SourceLine(number=number, text=reason, complete=False, data=b"")
+                return
+            if self.on_line is not None:
+                self.on_line(len(data) + 4)
+            self.offset = start + end
+            self.line = number
+            yield SourceLine(number=number, text="", data=data)

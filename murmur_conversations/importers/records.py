@@ -6,7 +6,8 @@ of another), ``Link`` (a child's launching call, learned later), ``Parsed``
 (a message for ``services.save_messages``), ``Kept`` (a line kept verbatim as a source record),
 ``ToolUpdate``, ``StatusChange``, ``Notice`` (a display row outside the record, such as a run's
 error), ``Title`` (a title the log gives, with its rank), ``Rated`` (feedback on a display row),
-``Delta`` (streamed text, live only) and ``Problem`` (a refused line, with its number and an
+``Delta`` (streamed text, live only), ``Covered`` (a line accounted for without a write) and
+``Problem`` (a refused line, with its number and an
 excerpt).
 
 Items carry ``at``, the time of the line they come from (docs/formats.md "Times"), or None when the
@@ -32,11 +33,14 @@ EXCERPT_CHARS = 80
 @dataclass(frozen=True)
 class SourceLine:
     """One line of a source: 1-based ``number``, ``text`` without its line ending (and without a
-    UTF-8 BOM on line 1); ``complete`` is false for a last line with no final newline."""
+    UTF-8 BOM on line 1); ``complete`` is false for a last line with no final newline. A binary
+    source (``otlp-proto``) gives frames instead: ``data`` the frame's bytes (``text`` "";
+    ``complete`` false and ``data`` empty for a torn frame)."""
 
     number: int
     text: str
     complete: bool = True
+    data: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,17 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class Covered:
+    """A line that needs no write of its own: ``imported`` when what it holds lands through the
+    items of another line (an OTLP model call repeating the history an earlier call gave: the
+    line counts as imported), else a line this format reads that holds nothing it imports (spans
+    of no GenAI call: not kept)."""
+
+    line: int
+    imported: bool
+
+
+@dataclass(frozen=True)
 class Problem:
     """A refused line (or document): ``line`` is None for a whole document or source, or for a
     message of a one-document source (``entry``, its 0-based position). ``refused`` False: a
@@ -219,6 +234,7 @@ Item = (
     | Title
     | Rated
     | Delta
+    | Covered
     | Problem
 )
 

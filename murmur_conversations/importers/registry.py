@@ -23,6 +23,7 @@ from murmur_conversations.importers import (
     murmur,
     muse,
     openai,
+    otlp,
 )
 from murmur_conversations.importers.records import (
     ParseContext,
@@ -45,6 +46,8 @@ FORMAT_NAMES = (
     "vercel-ui",
     "ag-ui",
     "openai-items",
+    "otlp-json",
+    "otlp-proto",
 )
 
 PARSERS: dict[str, Callable[[ParseContext], Parser]] = {
@@ -58,6 +61,8 @@ PARSERS: dict[str, Callable[[ParseContext], Parser]] = {
     "vercel-ui": frontends.vercel_parser,
     "ag-ui": frontends.ag_ui_parser,
     "openai-items": frontends.openai_items_parser,
+    otlp.JSON_NAME: otlp.json_parser,
+    otlp.PROTO_NAME: otlp.proto_parser,
 }
 
 #: Lines of a JSON Lines source looked at to tell OpenAI messages from Anthropic ones.
@@ -96,8 +101,10 @@ def _document_format(value: Any) -> str | None:
 
 
 def identify(value: dict[str, Any]) -> str | None:
-    """The agent-log format a single line plainly belongs to (muse, Claude Code, agentfootprint,
-    Codex), or None when the line alone does not tell."""
+    """The format a single line plainly belongs to (muse, Claude Code, agentfootprint, Codex, an
+    OTLP JSON trace export), or None when the line alone does not tell."""
+    if otlp.sniff(value):
+        return otlp.JSON_NAME
     if muse.sniff(value):
         return muse.NAME
     if claude_code.identify(value):
@@ -187,8 +194,8 @@ def detect(lines: Iterator[SourceLine]) -> tuple[str | None, list[SourceLine]]:
     return (_line_format(objects[0], objects) if objects else None), head
 
 
-#: Agent-log formats that detection tells apart without doubt.
-DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code"})
+#: Formats that detection tells apart without doubt (agent logs, OTLP JSON traces).
+DISTINCT_FORMATS = frozenset({"muse", "codex", "claude-code", otlp.JSON_NAME})
 
 
 def contradicts(forced: str, detected: str | None) -> bool:

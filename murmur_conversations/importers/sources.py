@@ -26,6 +26,7 @@ from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.importers import registry
 from murmur_conversations.importers.base import Outcome, run_import
 from murmur_conversations.importers.reading import (
+    FrameCursor,
     LineCursor,
     NotUTF8,
     check_utf8,
@@ -41,6 +42,9 @@ from murmur_conversations.importers.records import (
 from murmur_conversations.models import Conversation, ImportedSource
 
 STDIN: Final = "-"
+#: Formats whose sources are binary frames, not lines of text (never detected: named with
+#: ``--format``).
+BINARY_FORMATS: Final = frozenset({"otlp-proto"})
 #: File names a folder walk reads.
 SUFFIXES: Final = (".jsonl", ".ndjson")
 #: Why a file whose conversations were all deleted since its last import is not read again: a
@@ -340,11 +344,13 @@ class Importer:
     ) -> FileResult:
         start = record.offset if record is not None else 0
         stream.seek(start)
-        try:
-            check_utf8(stream, start)
-        except NotUTF8 as error:
-            return self._refuse(source, str(error))
-        cursor = LineCursor(
+        binary = (record.format if record is not None else self.fmt) in BINARY_FORMATS
+        if not binary:
+            try:
+                check_utf8(stream, start)
+            except NotUTF8 as error:
+                return self._refuse(source, str(error))
+        cursor = (FrameCursor if binary else LineCursor)(
             stream,
             offset=start,
             line=record.line if record is not None else 0,
@@ -355,6 +361,8 @@ class Importer:
         if record is not None:
             fmt = record.format
             resume = record.state
+        elif binary:
+            fmt = self.fmt  # a binary format is never detected: it is named with --format
         else:
             decided = self._format(source, lines)
             if isinstance(decided, FileResult):

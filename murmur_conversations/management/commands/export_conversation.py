@@ -1,16 +1,17 @@
-"""``manage.py export_conversation ID [--format murmur|openai|anthropic|vercel-ui|ag-ui|openai-items]
-[--no-feedback] [--record-only]``: write a conversation's record to stdout (``exporters``;
-docs/formats.md), murmur with its conversation and times lines, feedback lines (unless
-``--no-feedback``) and children, or with ``--record-only`` the record lines alone. Exit 0, or 2
-for an unknown or malformed id."""
+"""``manage.py export_conversation ID [--format murmur|openai|anthropic|vercel-ui|ag-ui|openai-items|
+otlp-json|otlp-proto] [--no-feedback] [--record-only]``: write a conversation's record to stdout
+(``exporters``; docs/formats.md), murmur with its conversation and times lines, feedback lines
+(unless ``--no-feedback``) and children, or with ``--record-only`` the record lines alone;
+``otlp-proto`` as bytes. Exit 0, or 2 for an unknown or malformed id."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import IO, Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from murmur_conversations.exporters import EXPORTERS, export_murmur
+from murmur_conversations.exporters import BINARY_EXPORTERS, EXPORTERS, export_murmur
 from murmur_conversations.management.base import AppCommand
 from murmur_conversations.models import Conversation
 from murmur_conversations.selectors import parse_conversation_id
@@ -19,15 +20,18 @@ from murmur_conversations.selectors import parse_conversation_id
 class Command(AppCommand):
     help = (
         "Write a conversation's record to stdout as murmur JSON Lines (default), an OpenAI or "
-        "Anthropic list, or a chat frontend's list (vercel-ui, ag-ui, openai-items)."
+        "Anthropic list, a chat frontend's list (vercel-ui, ag-ui, openai-items), or OpenTelemetry "
+        "GenAI spans (otlp-json, otlp-proto)."
     )
+    stealth_options = ("binary_stdout",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("conversation", metavar="ID", help="the conversation id (a UUID)")
         parser.add_argument(
             "--format",
             default="murmur",
-            help="murmur (default), openai, anthropic, vercel-ui, ag-ui or openai-items",
+            help="murmur (default), openai, anthropic, vercel-ui, ag-ui, openai-items, otlp-json "
+            "or otlp-proto",
         )
         parser.add_argument(
             "--no-feedback",
@@ -43,9 +47,11 @@ class Command(AppCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         exporter = EXPORTERS.get(options["format"])
-        if exporter is None:
+        binary = BINARY_EXPORTERS.get(options["format"])
+        if exporter is None and binary is None:
+            names = [*EXPORTERS, *BINARY_EXPORTERS]
             raise CommandError(
-                f"unknown --format {options['format']!r}; use {' or '.join(EXPORTERS)}",
+                f"unknown --format {options['format']!r}; use {' or '.join(names)}",
                 returncode=2,
             )
         pk = parse_conversation_id(options["conversation"])
@@ -55,6 +61,13 @@ class Command(AppCommand):
                 f"no conversation {options['conversation']!r} (ids are lowercase UUIDs)",
                 returncode=2,
             )
+        if binary is not None:
+            out: IO[bytes] = options.get("binary_stdout") or sys.stdout.buffer
+            for data in binary(conversation):
+                out.write(data)
+            out.flush()
+            return
+        assert exporter is not None
         lines = (
             export_murmur(
                 conversation,

@@ -32,6 +32,7 @@ from murmur_conversations.importers.base import Outcome, interrupt_open_calls, r
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 from murmur_conversations.importers.sources import (
+    BINARY_FORMATS,
     ONLY_DELETED,
     FileResult,
     Importer,
@@ -126,7 +127,8 @@ class Command(AppCommand):
     help = (
         "Import conversations from agent logs and message lists (murmur records, muse journals, "
         "Claude Code transcripts and stream-json, Codex rollouts and exec streams, OpenAI and "
-        "Anthropic message lists, agentfootprint envelopes). '-' reads stdin; --follow ingests "
+        "Anthropic message lists, agentfootprint envelopes, chat frontends' lists, OpenTelemetry "
+        "GenAI traces). '-' reads stdin; --follow ingests "
         "one live stream."
     )
     stealth_options = ("stdin", "follow_wait")
@@ -191,6 +193,10 @@ class Command(AppCommand):
             if not folders and len(paths) != 1:
                 raise CommandError(
                     "--follow takes exactly one source (a file or stdin) or folders", returncode=2
+                )
+            if fmt in BINARY_FORMATS:
+                raise CommandError(
+                    f"--follow reads lines of text; import {fmt} sources without it", returncode=2
                 )
             follow = self._follow_folders if folders else self._follow
             wait = options.get("follow_wait") or (wait_for_folder if folders else wait_for_append)

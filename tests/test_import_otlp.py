@@ -1,0 +1,427 @@
+"""OpenTelemetry GenAI traces (docs/formats.md "OpenTelemetry GenAI traces"): ``otlp-json`` and
+``otlp-proto`` imports of an agent run of 40 model calls (each repeating the history) as one
+transcript with each message once, in every spelling; usage rows per call; failed tool calls;
+grouping; export -> import -> export fixed points; bad input refused line by line."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from murmur_conversations import services
+from murmur_conversations.models import Conversation, Message, MessageUsage, ToolCall
+from murmur_conversations.traces import otlp
+from tests.frontend_helpers import conversations
+from tests.helpers import MakeConversation, MakeUser
+from tests.import_helpers import export, run
+from tests.otlp_helpers import (
+    FAILING_STEP,
+    PROMPT,
+    agent_run,
+    frame_of,
+    hex_id,
+    http_span_line,
+    json_lines,
+    proto_frames,
+    transcript,
+    usage_of,
+)
+
+pytestmark = pytest.mark.django_db
+
+CALLS = 40
+ROUND_TRIP = settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def import_text(user: User, text: str, fmt: str = "otlp-json", *extra: str) -> tuple[int, str, str]:
+    return run(
+        "-", "--owner", user.username, "--format", fmt, *extra, stdin=io.BytesIO(text.encode())
+    )
+
+
+def import_bytes(user: User, data: bytes, *extra: str) -> tuple[int, str, str]:
+    return run(
+        "-", "--owner", user.username, "--format", "otlp-proto", *extra, stdin=io.BytesIO(data)
+    )
+
+
+def export_bytes(conversation: Conversation) -> bytes:
+    from django.core.management import call_command
+
+    out = io.BytesIO()
+    call_command(
+        "export_conversation", str(conversation.pk), "--format", "otlp-proto", binary_stdout=out
+    )
+    return out.getvalue()
+
+
+def the_conversation(user: User) -> Conversation:
+    [conversation] = Conversation.objects.filter(owner=user)
+    return conversation
+
+
+def record_of(conversation: Conversation) -> list[tuple[str, Any, str, bool]]:
+    return [
+        (m.role, m.content, m.tool_call_id, m.is_error)
+        for m in Message.objects.filter(conversation=conversation).order_by("position")
+    ]
+
+
+def expected_record(calls: int) -> list[tuple[str, Any, str, bool]]:
+    out = []
+    for message in transcript(calls):
+        parts = message["parts"]
+        if message["role"] == "tool":
+            response = parts[0]
+            failed = response["id"] == f"call_{FAILING_STEP}"
+            out.append(("tool", response["response"], response["id"], failed))
+            continue
+        if len(parts) == 1:
+            out.append((message["role"], parts[0]["content"], "", False))
+            continue
+        blocks = [{"type": "text", "text": parts[0]["content"]}]
+        call = parts[1]
+        blocks.append(
+            {"type": "tool_call", "id": call["id"], "name": "bash", "input": call["arguments"]}
+        )
+        out.append((message["role"], blocks, "", False))
+    return out
+
+
+def test_forty_model_calls_import_as_one_transcript_with_each_message_once(user: User) -> None:
+    text = json_lines(agent_run(CALLS)) + http_span_line()
+    code, out, err = import_text(user, text)
+    assert (code, err) == (0, "")
+    conversation = the_conversation(user)
+    record = record_of(conversation)
+    assert len(record) == 2 + 2 * (CALLS - 1) + 1 == conversation.record_length
+    assert record == expected_record(CALLS)
+    assert conversation.title == PROMPT
+    lines = len(text.splitlines())
+    assert (
+        f"; {lines} line(s) read: {lines - 1} imported, 0 kept as source records, 1 not kept" in out
+    )
+    # every model call's usage and model, once
+    rows = MessageUsage.objects.filter(conversation=conversation).order_by("message__position")
+    assert rows.count() == CALLS
+    assert {r.model for r in rows} == {"gpt-test-0613"}
+    expected = [usage_of(step) for step in range(CALLS)]
+    assert [r.input_tokens for r in rows] == [u["input"] - u["cache_read"] for u in expected]
+    assert [r.cache_read_tokens for r in rows] == [u["cache_read"] for u in expected]
+    assert [r.output_tokens for r in rows] == [u["output"] for u in expected]
+    conversation.refresh_from_db()
+    assert conversation.output_tokens == sum(u["output"] for u in expected)
+    # the failed tool call, and the others completed
+    calls = {c.call_id: c for c in ToolCall.objects.filter(conversation=conversation)}
+    assert len(calls) == CALLS - 1
+    assert calls[f"call_{FAILING_STEP}"].status == "failed"
+    assert "exit code 1" in str(calls[f"call_{FAILING_STEP}"].error)
+    assert {c.status for k, c in calls.items() if k != f"call_{FAILING_STEP}"} == {"completed"}
+    # importing again adds nothing
+    again = import_text(user, text)
+    assert again[0] == 0 and "0 message(s) added" in again[1]
+    assert Message.objects.filter(conversation=conversation).count() == len(record)
+
+
+@pytest.mark.parametrize("spelling", ["older", "events"])
+def test_older_spellings_import_the_same_transcript(
+    user: User, make_user: MakeUser, spelling: str
+) -> None:
+    assert import_text(user, json_lines(agent_run(CALLS)))[0] == 0
+    other = make_user()
+    code, _out, err = import_text(other, json_lines(agent_run(CALLS, spelling=spelling)))
+    assert (code, err) == (0, "")
+    current, older = the_conversation(user), the_conversation(other)
+    assert record_of(older) == record_of(current)
+
+    def usage(c: Conversation) -> list[tuple[str, int, int, int]]:
+        return list(
+            MessageUsage.objects.filter(conversation=c)
+            .order_by("message__position")
+            .values_list("model", "input_tokens", "output_tokens", "cache_read_tokens")
+        )
+
+    assert usage(older) == usage(current)
+
+
+def test_conversations_are_grouped_by_conversation_id_else_by_trace(
+    user: User, make_user: MakeUser
+) -> None:
+    two_traces = agent_run(3, trace="a") + agent_run(2, trace="b")
+    assert import_text(user, json_lines(two_traces))[0] == 0
+    keys = set(Conversation.objects.filter(owner=user).values_list("external_id", flat=True))
+    assert keys == {hex_id(16, "a"), hex_id(16, "b")}
+    # the same conversation id on two traces (two runs of one chat): one conversation, the
+    # id read from the agent span the calls are children of
+    other = make_user()
+    first = agent_run(3, trace="c", conversation_id="thread-1")
+    second = agent_run(4, trace="d", conversation_id="thread-1")
+    assert import_text(other, json_lines(first + second))[0] == 0
+    conversation = the_conversation(other)
+    assert conversation.external_id == "thread-1"
+    # the longer run holds the shorter one, whose last answer differs from the longer's step 2
+    record = record_of(conversation)
+    assert record.count(("assistant", "Done in 2.", "", False)) == 1
+    assert [r for r in record if r[1] != "Done in 2."] == expected_record(4)
+
+
+def test_otlp_proto_frames_import_the_same_transcript(user: User, make_user: MakeUser) -> None:
+    assert import_text(user, json_lines(agent_run(CALLS)))[0] == 0
+    other = make_user()
+    code, _out, err = import_bytes(other, proto_frames(agent_run(CALLS)))
+    assert (code, err) == (0, "")
+    assert record_of(the_conversation(other)) == record_of(the_conversation(user))
+    # a torn last frame and a frame that is not a request are refused by number
+    third = make_user()
+    data = proto_frames(agent_run(3), size=2) + frame_of(b"\xff\xff\xff") + b"\x00\x00\x01"
+    code, _out, err = import_bytes(third, data)
+    assert code == 1
+    assert ":4: not an OTLP trace export" in err and ":5: torn frame" in err
+    assert record_of(the_conversation(third)) == expected_record(3)
+
+
+def test_import_export_import_is_a_fixed_point(user: User, make_user: MakeUser) -> None:
+    assert import_text(user, json_lines(agent_run(CALLS)))[0] == 0
+    first = the_conversation(user)
+    text = export(first, "--format", "otlp-json")
+    other = make_user()
+    assert import_text(other, text)[:1] == (0,)
+    second = the_conversation(other)
+    assert second.external_id == first.external_id
+    assert _full_record(second) == _full_record(first)
+    assert export(second, "--format", "otlp-json") == text
+    # and through protobuf frames
+    third = make_user()
+    assert import_bytes(third, export_bytes(first))[0] == 0
+    assert export(the_conversation(third), "--format", "otlp-json") == text
+
+
+def _full_record(conversation: Conversation) -> list[tuple[Any, ...]]:
+    return [
+        (m.message_id, m.role, m.content, m.tool_call_id, m.is_error, m.extra, m.created_at)
+        for m in Message.objects.filter(conversation=conversation).order_by("position")
+    ]
+
+
+def test_export_is_one_request_per_line_in_otlp_json(user: User) -> None:
+    assert import_text(user, json_lines(agent_run(3)))[0] == 0
+    lines = export(the_conversation(user), "--format", "otlp-json").splitlines()
+    spans = [json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"] for line in lines]
+    assert all(len(s) == 1 for s in spans)
+    first = spans[0][0]
+    assert len(first["traceId"]) == 32 and len(first["spanId"]) == 16
+    assert isinstance(first["startTimeUnixNano"], str) and first["kind"] == 3
+    names = [s[0]["name"] for s in spans]
+    assert names == [
+        "chat gpt-test-0613",
+        "execute_tool bash",
+        "chat gpt-test-0613",
+        "execute_tool bash",
+        "chat gpt-test-0613",
+    ]
+    attributes = {a["key"]: a["value"] for a in first["attributes"]}
+    assert attributes["gen_ai.usage.input_tokens"] == {"intValue": "100"}
+    assert json.loads(attributes["gen_ai.output.messages"]["stringValue"])[0]["role"] == "assistant"
+
+
+@ROUND_TRIP
+@given(record=conversations())
+def test_generated_conversations_round_trip_through_otlp_json(
+    make_conversation: MakeConversation, make_user: MakeUser, record: list[dict[str, Any]]
+) -> None:
+    owner = make_user()
+    original = make_conversation(owner=owner)
+    services.save_messages(conversation=original, messages=record)
+    text = export(original, "--format", "otlp-json")
+    copier = make_user()
+    code, _out, err = import_text(copier, text)
+    assert (code, err) == (0, "")
+    copy = the_conversation(copier)
+    again = export(copy, "--format", "otlp-json")
+    assert again == text
+    stored = [(m.message_id, m.role, m.tool_call_id, m.is_error) for m in _messages(original)]
+    assert [(m.message_id, m.role, m.tool_call_id, m.is_error) for m in _messages(copy)] == stored
+
+    def statuses(c: Conversation) -> list[tuple[str, str]]:
+        return sorted(ToolCall.objects.filter(conversation=c).values_list("call_id", "status"))
+
+    assert statuses(copy) == statuses(original)
+    another = make_user()
+    assert import_text(another, again)[0] == 0
+    assert _full_record(the_conversation(another))[1:] == _full_record(copy)[1:]
+
+
+def _messages(conversation: Conversation) -> list[Message]:
+    return list(Message.objects.filter(conversation=conversation).order_by("position"))
+
+
+def _line(spans: list[otlp.Span]) -> str:
+    from tests.otlp_helpers import request
+
+    return json.dumps(otlp.json_of(request(spans)))
+
+
+def test_bad_lines_are_refused_alone_and_the_rest_lands(user: User) -> None:
+    good = json_lines(agent_run(3), size=100).splitlines()
+    chat = json.loads(good[0])
+    span = chat["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    huge = json.loads(json.dumps(chat))
+    huge["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "ab" * 40
+    wrong_time = json.loads(json.dumps(chat))
+    wrong_time["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = "9" * 30
+    wrong_type = {"resourceSpans": [{"scopeSpans": [{"spans": [dict(span, name=["x"])]}]}]}
+    bad_messages = json.loads(json.dumps(chat))
+    for attribute in bad_messages["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["attributes"]:
+        if attribute["key"] == "gen_ai.input.messages":
+            attribute["value"] = {"stringValue": '[{"role": 5, "parts": []}]'}
+    lines = [
+        "not json at all",
+        "[1, 2, 3]",
+        '{"hello": "world"}',
+        json.dumps(huge),
+        json.dumps(wrong_time),
+        json.dumps(wrong_type),
+        json.dumps(bad_messages),
+        '{"resourceSpans": "nope"}',
+        good[0],
+        '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}',
+    ]
+    code, out, err = import_text(user, "\n".join(lines) + "\n")
+    assert code == 1
+    reported = [line.split(":", 2)[1] for line in err.splitlines() if line.startswith("<stdin>:")]
+    assert reported == ["1", "2", "3", "4", "5", "6", "7", "8", "10"]
+    assert "traceId is 80 characters, not 32 hex digits" in err
+    assert "role is not a non-empty string" in err
+    assert "10 line(s) read: 1 imported, 0 kept as source records, 9 refused" in out
+    assert record_of(the_conversation(user)) == expected_record(3)
+
+
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceSpans",
+                    "scopeSpans",
+                    "spans",
+                    "traceId",
+                    "spanId",
+                    "name",
+                    "attributes",
+                    "key",
+                    "value",
+                    "stringValue",
+                    "intValue",
+                    "events",
+                    "status",
+                    "code",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+MESSAGE_VALUES = st.recursive(
+    st.none()
+    | st.integers()
+    | st.text(max_size=5)
+    | st.sampled_from(["text", "tool_call", "user"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["role", "parts", "type", "content", "id", "name", "arguments", "response"]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(document=ANY_JSON, messages=MESSAGE_VALUES)
+def test_any_line_parses_without_raising(document: Any, messages: Any) -> None:
+    from murmur_conversations.importers import otlp as parser_module
+    from murmur_conversations.importers.records import ParseContext, SourceLine
+
+    parser = parser_module.json_parser(ParseContext())
+    span = agent_run(1)[1]
+    attributes = dict(span.attributes, **{"gen_ai.input.messages": json.dumps(messages)})
+    lines = [
+        json.dumps(document),
+        _line([otlp.Span(**{**span.__dict__, "attributes": attributes})]),
+    ]
+    for number, text in enumerate(lines, start=1):
+        parser.feed(SourceLine(number, text))
+    parser.finish()
+    binary = parser_module.proto_parser(ParseContext())
+    binary.feed(SourceLine(1, "", data=json.dumps(document).encode()))
+    binary.finish()
+
+
+def test_auto_detection_tells_otlp_json(user: User) -> None:
+    path_text = json_lines(agent_run(2))
+    code, out, err = run("-", "--owner", user.username, stdin=io.BytesIO(path_text.encode()))
+    assert (code, err) == (0, "") and "(otlp-json)" in out
+    code, _out, err = import_text(user, path_text, "openai")
+    assert code == 2 and "looks like otlp-json" in err
+
+
+def test_follow_refuses_binary_frames(user: User) -> None:
+    code, _out, err = run(
+        "-",
+        "--owner",
+        user.username,
+        "--format",
+        "otlp-proto",
+        "--follow",
+        stdin=io.BytesIO(b""),
+    )
+    assert code == 2 and "--follow reads lines of text" in err
+
+
+def test_a_deleted_conversation_stays_deleted(user: User) -> None:
+    text = json_lines(agent_run(3))
+    assert import_text(user, text)[0] == 0
+    services.delete_conversation(conversation=the_conversation(user))
+    code, out, err = import_text(user, text)
+    assert code == 0 and "deleted" in err
+    assert not Conversation.objects.filter(owner=user).exists()
+    lines = len(text.splitlines())
+    assert f"{lines} line(s) read: 0 imported, 0 kept as source records, {lines} not kept" in out
+
+
+def test_unique_ids_even_when_the_history_is_rewritten(user: User) -> None:
+    """A history that changes (a compacted context) keeps both versions, each once."""
+    spans = agent_run(3)
+    chat = spans[3]  # the second call
+    rewritten = json.loads(chat.attributes["gen_ai.input.messages"])
+    rewritten[1] = {"role": "user", "parts": [{"type": "text", "content": "(summary)"}]}
+    spans[3] = otlp.Span(
+        **{
+            **chat.__dict__,
+            "attributes": {**chat.attributes, "gen_ai.input.messages": json.dumps(rewritten)},
+        }
+    )
+    assert import_text(user, json_lines(spans))[0] == 0
+    record = record_of(the_conversation(user))
+    assert [r for r in record if r[1] == "(summary)"] and [r for r in record if r[1] == PROMPT]
+    ids = list(Message.objects.values_list("message_id", flat=True))
+    assert len(ids) == len(set(ids))
