@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+COUNT = 30  # hypothesis sequences
 
 
 def main(argv: list[str]) -> int:
@@ -21,21 +22,10 @@ def main(argv: list[str]) -> int:
     rest = argv[1:]
     if "--regenerate" in rest:
         rest.remove("--regenerate")
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "dev.py"),
-                "test",
-                "tests/test_golden.py",
-                "-k",
-                "sequences",
-                "-p",
-                "no:randomly",
-            ],
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, "MURMUR_GOLDEN_REGENERATE": "1"},
-        )
+        from tests.golden import SEQUENCES, dump
+        from tests.golden.generated import draw
+
+        SEQUENCES.write_text(dump(draw(COUNT)))
     command = [sys.executable, str(ROOT / "dev.py"), "test", "tests/test_golden.py", *rest]
     env = {**os.environ, "MURMUR_GOLDEN_RECORD": "1"}
     return subprocess.run(command, cwd=ROOT, env=env).returncode
