@@ -120,6 +120,15 @@ def check_settings(
             )
         )
     messages.extend(_check_frame_log(value["FRAME_LOG"], value["FRAME_LOG_RETENTION"]))
+    if not isinstance(value["PREPARE_STATEMENTS"], bool):
+        messages.append(
+            _error(
+                "murmur_conversations.E050",
+                f"PREPARE_STATEMENTS must be True or False, not {value['PREPARE_STATEMENTS']!r}.",
+                "The default is True; False behind a transaction-mode PgBouncer "
+                '(docs/write-path.md "Prepared statements").',
+            )
+        )
     messages.extend(_check_redact(value["REDACT"]))
     retention = value["RETENTION_DAYS"]
     if retention is not None and (not _is_int(retention) or not 1 <= retention <= 999_999_999):

@@ -36,6 +36,9 @@ DEFAULTS: Final[dict[str, Any]] = {
     "FRAME_LOG": True,
     # Seconds a frame-log row is kept before it is pruned.
     "FRAME_LOG_RETENTION": 60,
+    # Prepare the write path's fixed statements on the PostgreSQL server at their first use on a
+    # connection; False behind a transaction-mode PgBouncer (docs/write-path.md "Prepared statements").
+    "PREPARE_STATEMENTS": True,
     # Tool names whose arguments a share link never shows ("*": every tool) (docs/api.md).
     "PRIVATE_TOOLS": [],
     # The address a new share link answers with: a template with "{token}" (e.g. the host's page
@@ -106,6 +109,10 @@ class AppSettings:
     @property
     def frame_log_retention(self) -> float:
         return float(self.FRAME_LOG_RETENTION)
+
+    @property
+    def prepare_statements(self) -> bool:
+        return bool(self.PREPARE_STATEMENTS)
 
     @property
     def ticket_cache(self) -> str:

@@ -50,6 +50,7 @@ def test_defaults_are_the_documented_values(settings: Settings) -> None:
         ("DB_TAIL_INTERVAL", 1.5),
         ("FRAME_LOG", False),
         ("FRAME_LOG_RETENTION", 5),
+        ("PREPARE_STATEMENTS", False),
     ],
 )
 def test_each_key_is_read_on_access(settings: Settings, key: str, value: object) -> None:
@@ -117,6 +118,8 @@ def test_valid_configuration_has_no_messages(settings: Settings) -> None:
         ({"FRAME_LOG": "yes"}, ["murmur_conversations.E040"]),
         ({"FRAME_LOG_RETENTION": 0}, ["murmur_conversations.E041"]),
         ({"FRAME_LOG_RETENTION": True}, ["murmur_conversations.E041"]),
+        ({"PREPARE_STATEMENTS": "no"}, ["murmur_conversations.E050"]),
+        ({"PREPARE_STATEMENTS": None}, ["murmur_conversations.E050"]),
         ({"PAGE_SIZ": 10}, ["murmur_conversations.W001"]),
     ],
 )
@@ -166,6 +169,7 @@ def test_every_check_is_registered_and_every_id_is_documented() -> None:
         "E021",
         "E040",
         "E041",
+        "E050",
         "E030",
         "E031",
         "E032",

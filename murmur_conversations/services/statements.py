@@ -3,10 +3,10 @@
 Private to ``murmur_conversations.services`` (docs/write-path.md "Python out of the way"):
 
 - :func:`run` executes one statement on PostgreSQL through a psycopg cursor with **server-side
-  binding** (``psycopg.Cursor``), whatever Django's ``server_side_binding`` option says, so psycopg
-  prepares it on the server once it has run ``prepare_threshold`` times on the connection
-  (psycopg's default 5; ``OPTIONS={"prepare_threshold": None}`` turns preparing off, as a
-  transaction-mode pgbouncer needs). The cursor is wrapped as Django wraps its own (query logging,
+  binding** (``psycopg.Cursor``), whatever Django's ``server_side_binding`` option says, and
+  prepared on the server at its first execution on the connection, then reused
+  (``PREPARE_STATEMENTS``, default True; False behind a transaction-mode PgBouncer, which cannot
+  keep prepared statements). The cursor is wrapped as Django wraps its own (query logging,
   ``execute_wrapper``, error translation), so it is one ordinary query to everything that counts.
 - :func:`instance` builds a model instance from column values without running ``Model.__init__``
   (which costs tens of microseconds per instance for its per-field defaults and descriptors).
@@ -75,7 +75,7 @@ def run(using: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]
 
 
 def _fetch(connection: Any, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    cursor = server_side_cursor(connection)
+    cursor = server_side_cursor(connection, prepare=app_settings.prepare_statements)
     try:
         cursor.execute(sql, params)
         # Every statement here returns rows; ``cursor.description`` (a Column object per result
