@@ -50,21 +50,25 @@ FULL = CostSizes(8, 1, 600, 2000, 150, 500, 300, 1000, 30, 4)
 
 @dataclass
 class Side:
-    """One contender of a comparison: ``run(n)`` does ``n`` operations; ``ops`` per window."""
+    """One contender of a comparison: before each window (unmeasured) ``start()`` returns the
+    operation the window repeats ``ops`` times. A writer's ``start`` begins a new conversation,
+    so every window writes to a conversation of the same age: the conversation row's dead
+    versions (every write updates it) pile up between vacuums, and a conversation kept for the
+    whole run made later windows dearer than earlier ones, ours and the floor's alike."""
 
     name: str
-    run: Callable[[int], object]
+    start: Callable[[], Callable[[], object]]
     ops: int
 
 
-def repeated(operation: Callable[[], object]) -> Callable[[int], None]:
-    """``run(n)`` for a :class:`Side`: ``operation`` called ``n`` times."""
+def same(operation: Callable[[], object]) -> Callable[[], Callable[[], object]]:
+    """A :class:`Side` ``start`` for an operation that needs nothing new per window."""
+    return lambda: operation
 
-    def run(n: int) -> None:
-        for _ in range(n):
-            operation()
 
-    return run
+def _repeat(operation: Callable[[], object], times: int) -> None:
+    for _ in range(times):
+        operation()
 
 
 def interleave(
@@ -75,7 +79,8 @@ def interleave(
     for index in range(warmup + rounds):
         offset = index % len(sides)
         for side in [*sides[offset:], *sides[:offset]]:
-            window = gauge.measure(partial(side.run, side.ops), side.ops)
+            operation = side.start()
+            window = gauge.measure(partial(_repeat, operation, side.ops), side.ops)
             if index >= warmup:
                 recorded[side.name].append(window)
     return recorded
@@ -214,28 +219,44 @@ def _save(conversation: Any, message: dict[str, Any]) -> None:
 def _ours_plain(ctx: Context) -> Side:
     from murmur_conversations import services
 
-    conversation = services.start_conversation(owner=ctx.owner, title="cost plain").pk
+    def start() -> Callable[[], object]:
+        conversation = services.start_conversation(owner=ctx.owner, title="cost plain").pk
+        return lambda: _save(conversation, {"role": "user", "content": workload.text()})
 
-    def run(n: int) -> None:
-        for _ in range(n):
-            _save(conversation, {"role": "user", "content": workload.text()})
-
-    return Side("ours plain append", run, ctx.sizes.ours_writes)
+    return Side("ours plain append", start, ctx.sizes.ours_writes)
 
 
 def _ours_turns(ctx: Context) -> Side:
     from bench.write_kinds import _messages
     from murmur_conversations import services
 
-    conversation = services.start_conversation(owner=ctx.owner, title="cost turn").pk
     make = _messages()
 
-    def run(n: int) -> None:
-        for _ in range(n):
+    def start() -> Callable[[], object]:
+        conversation = services.start_conversation(owner=ctx.owner, title="cost turn").pk
+
+        def turn() -> None:
             for kind in ("user", "call", "result", "assistant"):
                 _save(conversation, make(kind))
 
-    return Side("ours mixed turn", run, ctx.sizes.ours_turns)
+        return turn
+
+    return Side("ours mixed turn", start, ctx.sizes.ours_turns)
+
+
+def _lean_sides(ctx: Context, conn: psycopg.Connection[Any]) -> tuple[Side, Side]:
+    def plain() -> Callable[[], object]:
+        writer = lean.start(conn, ctx.owner.pk)
+        return lambda: writer.text("user", workload.text())
+
+    def turns() -> Callable[[], object]:
+        writer = lean.start(conn, ctx.owner.pk)
+        return lambda: lean.turn(writer, workload.text)
+
+    return (
+        Side("lean plain append", plain, ctx.sizes.floor_writes),
+        Side("lean mixed turn", turns, ctx.sizes.floor_turns),
+    )
 
 
 def writes(ctx: Context) -> None:
@@ -243,39 +264,20 @@ def writes(ctx: Context) -> None:
     langchain-postgres; round trips per write."""
     conn = ctx.connect()
     lean.create_tables(conn, trigram=lean.ours_has_trigram(ctx.monitor))
-    plain_writer = lean.start(conn, ctx.owner.pk)
-    turn_writer = lean.start(conn, ctx.owner.pk)
-    sides = [
-        _ours_plain(ctx),
-        Side(
-            "lean plain append",
-            repeated(lambda: plain_writer.text("user", workload.text())),
-            ctx.sizes.floor_writes,
-        ),
-    ]
-    history = None
-    if peers.langchain_available() is None:
+    lean_plain, lean_turns = _lean_sides(ctx, conn)
+    sides = [_ours_plain(ctx), lean_plain]
+    missing = peers.langchain_available()
+    if missing is None:
         langchain_conn = ctx.connect(autocommit=False)
         peers.create_langchain_table(langchain_conn)
-        history = peers.langchain_history(langchain_conn)
-        sides.append(
-            Side(
-                "langchain add_message",
-                repeated(lambda: history.add_message(workload.text())),
-                ctx.sizes.floor_writes,
-            )
-        )
+
+        def session() -> Callable[[], object]:
+            history = peers.langchain_history(langchain_conn)  # a new session per window
+            return lambda: history.add_message(workload.text())
+
+        sides.append(Side("langchain add_message", session, ctx.sizes.floor_writes))
     plain = ctx.run(sides)
-    turns = ctx.run(
-        [
-            _ours_turns(ctx),
-            Side(
-                "lean mixed turn",
-                repeated(lambda: lean.turn(turn_writer, workload.text)),
-                ctx.sizes.floor_turns,
-            ),
-        ]
-    )
+    turns = ctx.run([_ours_turns(ctx), lean_turns])
     ours, floor = plain["ours plain append"], plain["lean plain append"]
     ours_turn, floor_turn = turns["ours mixed turn"], turns["lean mixed turn"]
     wal_note = "" if ctx.gauge.walinspect else "whole server's WAL: pg_walinspect missing"
@@ -304,10 +306,8 @@ def writes(ctx: Context) -> None:
             note=wal_note,
         ),
     ]
-    if history is None:
-        ctx.skip(
-            "plain append, CPU / langchain-postgres add_message", str(peers.langchain_available())
-        )
+    if missing is not None:
+        ctx.skip("plain append, CPU / langchain-postgres add_message", missing)
     else:
         ctx.rows.append(
             ratio_row(
@@ -318,7 +318,7 @@ def writes(ctx: Context) -> None:
                 Target("<=", 1.5),
             )
         )
-    _round_trip_rows(ctx, plain_writer)
+    _round_trip_rows(ctx, lean.start(conn, ctx.owner.pk))
     conn.close()
 
 
@@ -419,12 +419,12 @@ def rest_page(ctx: Context) -> None:
         [
             Side(
                 "ours REST page",
-                repeated(lambda: client.get(url)),
+                same(lambda: client.get(url)),
                 ctx.sizes.ours_pages,
             ),
             Side(
                 "bare psycopg + orjson page",
-                repeated(bare),
+                same(bare),
                 ctx.sizes.floor_pages,
             ),
         ]
@@ -474,24 +474,22 @@ def sqlite_append(ctx: Context) -> None:
 
     django_setup.use_alias(ctx.sqlite_alias)
     try:
-        conversation = services.start_conversation(owner=None, title="cost sqlite").pk
-        floor_conversation = services.start_conversation(owner=None, title="cost sqlite floor").pk
         raw = floors.sqlite_connect(str(connections[ctx.sqlite_alias].settings_dict["NAME"]))
-        append = floors.sqlite_append_batch(raw, floor_conversation)
 
-        def ours(n: int) -> None:
-            for _ in range(n):
-                _save(conversation, {"role": "user", "content": workload.text()})
+        def ours() -> Callable[[], object]:
+            conversation = services.start_conversation(owner=None, title="cost sqlite").pk
+            return lambda: _save(conversation, {"role": "user", "content": workload.text()})
+
+        def floor() -> Callable[[], object]:
+            conversation = services.start_conversation(owner=None, title="cost sqlite floor").pk
+            append = floors.sqlite_append_batch(raw, conversation)
+            return lambda: append([workload.text()])
 
         windows = interleave(
             Meter(None),
             [
                 Side("ours sqlite append", ours, ctx.sizes.ours_writes),
-                Side(
-                    "raw sqlite3 append",
-                    repeated(lambda: append([workload.text()])),
-                    ctx.sizes.floor_writes,
-                ),
+                Side("raw sqlite3 append", floor, ctx.sizes.floor_writes),
             ],
             rounds=ctx.sizes.rounds,
             warmup=ctx.sizes.warmup,
@@ -547,6 +545,15 @@ def run(
                 Row(f"cost: {name}", "", "", note=f"{type(error).__name__}: {error}", failed=True)
             )
         print(f"  cost {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if ctx.gauge.walinspect and ctx.gauge.slot is None:
+        ctx.notes.append(
+            "no free replication slot: a window's WAL may be recycled before it is read"
+        )
+    if ctx.gauge.unattributed:
+        ctx.notes.append(
+            f"{ctx.gauge.unattributed} window(s) fell back to the whole server's WAL "
+            "(their records were recycled before they were read)"
+        )
     monitor.close()
     return {
         "rows": [row.as_dict() for row in ctx.rows],

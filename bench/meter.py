@@ -16,7 +16,9 @@ nobody's CPU. A *window* runs some operations and reads, before and after:
   measured database, the bytes of the WAL records in that range that touch the measured database
   (a block of one of its relations) or commit, abort or prepare one of those records'
   transactions: other databases on the same server write WAL too, and only this attributed figure
-  leaves them out.
+  leaves them out. A temporary replication slot of the monitor's session keeps each window's WAL
+  on the server until it is read; a window whose records were recycled all the same (no free
+  slot) has no attributed figure and is counted in ``Meter.unattributed``.
 
 Round trips are counted on the wire: :func:`round_trips` traces a psycopg connection's protocol
 (libpq ``PQtrace``) and counts the server's ``ReadyForQuery`` messages, one per completed
@@ -124,6 +126,23 @@ class Meter:
             ).fetchone()
             assert row is not None
             self.database_oid, self.walinspect = int(row[0]), bool(row[1])
+        self.slot = self._reserve_wal() if self.walinspect else None
+        self.unattributed = 0  # windows whose WAL records could not be read (see ``_wal``)
+
+    def _reserve_wal(self) -> str | None:
+        """A temporary physical replication slot of the monitor's session, so that the server
+        keeps every WAL segment of a window until it is read (a checkpoint in the window, which
+        another database's ``DROP DATABASE`` forces, would otherwise recycle them). None when
+        the server has no free slot."""
+        assert self.monitor is not None
+        name = f"murmur_bench_meter_{self.monitor.info.backend_pid}"
+        try:
+            self.monitor.execute(
+                "SELECT pg_create_physical_replication_slot(%s, true, true)", (name,)
+            )
+        except psycopg.Error:
+            return None
+        return name
 
     def _backend_cpu(self) -> dict[int, float]:
         if self.monitor is None:
@@ -150,6 +169,19 @@ class Meter:
         if not self.walinspect or lsn_bytes == 0:
             return (0 if self.walinspect else None), lsn_bytes
         mine = rf"rel \d+/{self.database_oid}/"
+        try:
+            row = self._attributed(start, end, mine)
+        except psycopg.Error:  # the window's WAL was recycled before it was read
+            self.unattributed += 1
+            return None, lsn_bytes
+        if self.slot is not None:
+            self.monitor.execute(
+                "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, end)
+            )
+        return row, lsn_bytes
+
+    def _attributed(self, start: str, end: str, mine: str) -> int:
+        assert self.monitor is not None
         row = self.monitor.execute(
             """WITH r AS (SELECT xid, record_length, resource_manager, block_ref
                 FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)),
@@ -160,12 +192,16 @@ class Meter:
             {"start": start, "end": end, "mine": mine},
         ).fetchone()
         assert row is not None
-        return int(row[0]), lsn_bytes
+        return int(row[0])
 
     def measure(self, work: Callable[[], object], ops: int) -> Window:
         """Run ``work`` (which does ``ops`` operations) in one window and return its cost."""
         before = self._backend_cpu()
         lsn = self._lsn()
+        if self.slot is not None and lsn is not None:  # keep this window's WAL, not older
+            self.monitor.execute(  # type: ignore[union-attr]
+                "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn)
+            )
         client = time.process_time()
         work()
         client = time.process_time() - client

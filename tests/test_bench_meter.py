@@ -37,15 +37,19 @@ def test_stat_lines_give_utime_plus_stime_after_the_command_name() -> None:
 def test_windows_rotate_and_ratios_pair_rounds() -> None:
     order: list[str] = []
 
-    def side(name: str) -> cost.Side:
-        def run(n: int) -> None:
-            order.extend([name] * n)
+    starts: list[str] = []
 
-        return cost.Side(name, run, 2)
+    def side(name: str) -> cost.Side:
+        def start() -> Any:
+            starts.append(name)
+            return lambda: order.append(name)
+
+        return cost.Side(name, start, 2)
 
     sides = [side("a"), side("b")]
     windows = cost.interleave(Meter(None), sides, rounds=2, warmup=1)
     assert order == ["a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
+    assert starts == ["a", "b", "b", "a", "a", "b"]  # once before each window
     assert [len(windows["a"]), len(windows["b"])] == [2, 2]
     assert windows["a"][0].wal_bytes is None and windows["a"][0].ops == 2
 
@@ -98,7 +102,8 @@ def test_wal_of_an_insert_is_measured_and_attributed_to_the_database() -> None:
             conn.execute("DROP TABLE bench_meter_wal")
     assert window.lsn_bytes is not None and window.lsn_bytes > 200 * 1024
     if walinspect_missing is None:
-        assert gauge.walinspect and window.wal_bytes is not None
+        assert gauge.walinspect and gauge.slot is not None and gauge.unattributed == 0
+        assert window.wal_bytes is not None
         assert 200 * 1024 < window.wal_bytes <= window.lsn_bytes
         assert window.per_op("wal") == window.wal_bytes
 
