@@ -23,6 +23,7 @@ from django.db import OperationalError
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
+from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -102,6 +103,9 @@ async def exercise(client: Client, mine: Conversation, theirs: Conversation) -> 
     """Everything an agent does through either transport, and what the access log then says."""
     listed_tools = await client.list_tools()
     assert {tool.name for tool in listed_tools.tools} == TOOLS
+    for tool in listed_tools.tools:
+        assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert tool.input_schema["additionalProperties"] is False
 
     found = body(await client.call_tool("search_conversations", {"query": "tokenizer"}))
     assert {hit["conversation_id"] for hit in found["results"]} == {str(mine.pk)}
@@ -346,3 +350,20 @@ async def test_an_outage_is_an_error_result_and_an_unknown_tool_a_protocol_error
             await client.call_tool("delete_everything", {})
         assert unknown.value.code == INVALID_PARAMS
     assert await entries(mine) == []
+
+
+async def test_http_during_an_outage_is_503_with_retry_after(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(self: Any, key: str) -> NoReturn:
+        raise OperationalError("connection refused")
+
+    token = await sync_to_async(Token.objects.create)(user=alice)
+    monkeypatch.setattr(TokenAuthentication, "authenticate_credentials", down)
+    async with over_http(token.key) as http:
+        response = await http.post(
+            "/mcp", json=LIST_TOOLS, headers={"Accept": "application/json, text/event-stream"}
+        )
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "2"
+    assert response.json()["code"] == "service_unavailable"

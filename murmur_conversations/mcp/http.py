@@ -1,7 +1,8 @@
 """The MCP server over streamable HTTP (docs/mcp.md "Over HTTP"), an ASGI application a host
 mounts beside Django: every request must carry a user's API token (``Authorization: Token
 <key>``, or ``Bearer <key>``; DRF's ``rest_framework.authtoken`` tokens, as ``POST /api/token/``
-hands them out) and acts for that user, or is refused with 401 before anything reaches MCP.
+hands them out) and acts for that user, or is refused with 401 before anything reaches MCP (503
+with ``Retry-After`` when an outage keeps the token from being checked).
 
 Stateless and JSON-answering (the SDK's ``stateless=True, json_response=True``): each request is
 served on its own, authenticated on its own, with no session kept in the process, so any worker
@@ -25,12 +26,15 @@ from rest_framework.exceptions import AuthenticationFailed
 from starlette.types import Receive, Scope, Send
 
 from murmur_conversations.mcp.server import build_server
+from murmur_conversations.middleware import OUTAGE_BODY
+from murmur_conversations.outage import RETRY_AFTER_SECONDS, retry_once, unavailable
 
 __all__ = ["MCPApp"]
 
 #: The scope key holding the authenticated user of a request, as Channels' middleware names it.
 USER_KEY: Final = "user"
 _SCHEMES: Final = ("token", "bearer")
+_OUTAGE: Final = json.dumps(OUTAGE_BODY).encode()
 _REFUSAL: Final = json.dumps(
     {
         "error": "not_authenticated",
@@ -66,19 +70,38 @@ def _request_user(ctx: ServerRequestContext[Any]) -> Any:
     return scope.get(USER_KEY) if isinstance(scope, Mapping) else None
 
 
-async def _refuse(send: Send) -> None:
+async def _respond(send: Send, status: int, body: bytes, header: tuple[bytes, bytes]) -> None:
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Token realm="mcp"'),
-                (b"content-length", str(len(_REFUSAL)).encode()),
+                (b"content-length", str(len(body)).encode()),
+                header,
             ],
         }
     )
-    await send({"type": "http.response.body", "body": _REFUSAL})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _authenticated(scope: Scope, send: Send) -> Any:
+    """The user of the request's token, or None after answering it: 401 without a valid token,
+    503 with ``Retry-After`` when the database cannot say (an outage, docs/deployment.md)."""
+    key = _token(scope)
+    if key is not None:
+        try:
+            user = await database_sync_to_async(retry_once)(lambda: _user_of_token(key))
+        except Exception as error:
+            if not unavailable(error):
+                raise
+            retry = str(RETRY_AFTER_SECONDS).encode()
+            await _respond(send, 503, _OUTAGE, (b"retry-after", retry))
+            return None
+        if user is not None:
+            return user
+    await _respond(send, 401, _REFUSAL, (b"www-authenticate", b'Token realm="mcp"'))
+    return None
 
 
 class MCPApp:
@@ -98,10 +121,8 @@ class MCPApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             raise ValueError(f"the MCP app serves HTTP only, not {scope['type']!r}")
-        key = _token(scope)
-        user = None if key is None else await database_sync_to_async(_user_of_token)(key)
+        user = await _authenticated(scope, send)
         if user is None:
-            await _refuse(send)
             return
         manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True)
         async with manager.run():

@@ -10,13 +10,13 @@ from typing import Any, Final
 
 import mcp_types as types
 from channels.db import database_sync_to_async
-from django.db import DatabaseError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 import murmur_conversations
 from murmur_conversations.mcp.tools import ToolRefused, run_tool, tool_specs
+from murmur_conversations.outage import retry_once, unavailable
 
 #: The server's name in the ``initialize`` answer.
 SERVER_NAME: Final = "murmur-conversations"
@@ -45,8 +45,10 @@ def _refusal(message: str) -> types.CallToolResult:
 
 def build_server(user_of: UserOf) -> Server[Any]:
     """A low-level MCP ``Server`` with the three tools, each call run for ``user_of(ctx)`` on a
-    database thread (``channels.db.database_sync_to_async``, which closes stale connections).
-    ``tools/list`` lists the same tools for everyone and reads nothing. A tool's error (bad
+    database thread (``channels.db.database_sync_to_async``, which closes stale connections),
+    once more on a fresh connection after an outage (``outage.retry_once``).
+    ``tools/list`` lists the same tools for everyone and touches no database, so it answers
+    during an outage too. A tool's error (bad
     arguments, a conversation the user may not read, an unwritable access log, an outage) is
     an ``isError`` result with a message; an unknown tool name is the JSON-RPC error
     ``INVALID_PARAMS``."""
@@ -54,7 +56,6 @@ def build_server(user_of: UserOf) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        specs = await database_sync_to_async(tool_specs)()
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -63,7 +64,7 @@ def build_server(user_of: UserOf) -> Server[Any]:
                     input_schema=schema,
                     annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
                 )
-                for name, (description, schema) in specs.items()
+                for name, (description, schema) in tool_specs().items()
             ]
         )
 
@@ -73,8 +74,11 @@ def build_server(user_of: UserOf) -> Server[Any]:
         user = user_of(ctx)
         if user is None:  # a transport that let an anonymous request through
             return _refusal("not authenticated")
+        arguments = params.arguments or {}
         try:
-            body = await database_sync_to_async(run_tool)(user, params.name, params.arguments or {})
+            body = await database_sync_to_async(retry_once)(
+                lambda: run_tool(user, params.name, arguments)
+            )
         except KeyError:
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -82,7 +86,9 @@ def build_server(user_of: UserOf) -> Server[Any]:
             ) from None
         except ToolRefused as error:
             return _refusal(str(error))
-        except DatabaseError:
+        except Exception as error:
+            if not unavailable(error):
+                raise
             return _refusal(UNAVAILABLE)
         return _answer(body)
 
