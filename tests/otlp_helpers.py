@@ -1,7 +1,8 @@
 """Helpers of the OTLP trace tests: a generator of our own making for an agent run's trace (one
 model call per step, each repeating the whole history, and a tool execution per call), written in
 the current GenAI spelling (``gen_ai.input.messages``), OpenLLMetry's flattened attributes, or
-the span events of v1.36.0; and the OTLP JSON / protobuf framing of its spans."""
+the span events of v1.36.0, or with the messages as structured values or on the inference
+details event; and the OTLP JSON / protobuf framing of its spans."""
 
 from __future__ import annotations
 
@@ -114,6 +115,25 @@ def _event_of(message: dict[str, Any], time_ns: int) -> otlp.Event:
     return otlp.Event(name, time_ns, fields)
 
 
+def _openai_of(message: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI Chat Completions message (the ``gen_ai.prompt`` JSON of the oldest events)."""
+    if message["role"] == "tool":
+        response = message["parts"][0]
+        return {"role": "tool", "content": response["response"], "tool_call_id": response["id"]}
+    out: dict[str, Any] = {"role": message["role"], "content": _content(message)}
+    calls = [p for p in message["parts"] if p["type"] == "tool_call"]
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for c in calls
+        ]
+    return out
+
+
 def _choice_of(message: dict[str, Any], time_ns: int) -> otlp.Event:
     event = _event_of(message, time_ns)
     body = {"role": "assistant", **event.attributes}
@@ -185,6 +205,28 @@ def agent_run(
             for index, message in enumerate(inputs):
                 attributes |= _flat("prompt", index, message)
             attributes |= _flat("completion", 0, output)
+        elif spelling == "structured":  # messages as OTLP arrays and key-value lists
+            system, *rest = inputs
+            attributes |= current | {
+                "gen_ai.system_instructions": system["parts"],
+                "gen_ai.input.messages": rest,
+                "gen_ai.output.messages": [{**output, "finish_reason": "stop"}],
+            }
+        elif spelling == "details":  # the messages on the inference details event
+            attributes |= current
+            details = {
+                "gen_ai.input.messages": json.dumps(inputs),
+                "gen_ai.output.messages": json.dumps([{**output, "finish_reason": "stop"}]),
+            }
+            events = (otlp.Event("gen_ai.client.inference.operation.details", end, details),)
+        elif spelling == "content-events":  # the oldest events, OpenAI messages as JSON
+            attributes |= current
+            prompt = json.dumps([_openai_of(m) for m in inputs])
+            completion = json.dumps([_openai_of(output)])
+            events = (
+                otlp.Event("gen_ai.content.prompt", start, {"gen_ai.prompt": prompt}),
+                otlp.Event("gen_ai.content.completion", end, {"gen_ai.completion": completion}),
+            )
         else:  # events
             attributes |= current
             events = (

@@ -134,7 +134,7 @@ def test_forty_model_calls_import_as_one_transcript_with_each_message_once(user:
     assert Message.objects.filter(conversation=conversation).count() == len(record)
 
 
-@pytest.mark.parametrize("spelling", ["older", "events"])
+@pytest.mark.parametrize("spelling", ["older", "events", "structured", "details", "content-events"])
 def test_older_spellings_import_the_same_transcript(
     user: User, make_user: MakeUser, spelling: str
 ) -> None:
@@ -425,3 +425,17 @@ def test_unique_ids_even_when_the_history_is_rewritten(user: User) -> None:
     assert [r for r in record if r[1] == "(summary)"] and [r for r in record if r[1] == PROMPT]
     ids = list(Message.objects.values_list("message_id", flat=True))
     assert len(ids) == len(set(ids))
+
+
+def test_usage_of_the_wrong_type_costs_the_message_nothing(user: User) -> None:
+    spans = agent_run(2)
+    chat = spans[1]
+    spans[1] = otlp.Span(
+        **{**chat.__dict__, "attributes": {**chat.attributes, "gen_ai.usage.input_tokens": "lots"}}
+    )
+    code, out, err = import_text(user, json_lines(spans))
+    assert code == 0 and "imported without its usage" in err
+    assert "1 message(s) without their unreadable usage" in out
+    conversation = the_conversation(user)
+    assert record_of(conversation) == expected_record(2)
+    assert MessageUsage.objects.filter(conversation=conversation).count() == 1
