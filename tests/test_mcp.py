@@ -367,3 +367,12 @@ async def test_http_during_an_outage_is_503_with_retry_after(
     assert response.status_code == 503
     assert response.headers["retry-after"] == "2"
     assert response.json()["code"] == "service_unavailable"
+
+
+def test_mcp_server_command_without_the_sdk_says_what_to_install(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "murmur_conversations.mcp.server", None)  # not importable
+    with pytest.raises(CommandError, match=r"install murmur-conversations\[mcp\]") as missing:
+        call_command("mcp_server", "--owner", "alice")
+    assert missing.value.returncode == 2

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from django.core.management.base import CommandError, CommandParser
 
 from murmur_conversations.management.base import AppCommand, owner_named
@@ -26,6 +25,8 @@ class Command(AppCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            import anyio
+
             from murmur_conversations.mcp.server import serve_stdio
         except ImportError as error:
             raise CommandError(
