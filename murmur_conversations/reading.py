@@ -4,6 +4,13 @@ Every reader of a page goes through here: the REST routes (``display-messages/``
 ``since``, ``record/``), the plug-in read (``hooks.read_messages``) and the benchmark's page row,
 so what is measured is what users get (docs/api.md "Pages", docs/benchmarks.md).
 
+Each statement reads the conversation's row too, joined to the page (its counters, for ``total``,
+and its owner): given a :data:`~murmur_conversations.selectors.ScopeCondition` (the caller's
+``SCOPE``, from ``selectors.scope_condition``) it is also the scoped lookup, so a REST page is this
+statement plus authentication, and a conversation outside the scope is exactly as absent as a
+missing one (no row: :func:`scoped_page` answers None). The reader's own feedback is joined in
+the same statement.
+
 Why not the ORM: a page is the same query every time, on a conversation already found in the
 caller's scope. The ORM compiles it again on every call and turns each value through the field
 converters; that costs more than the query itself (the ``page of 50`` row). Here:
@@ -22,17 +29,19 @@ converters; that costs more than the query itself (the ``page of 50`` row). Here
 
 The dicts are byte for byte those of ``representations.display_row`` and
 ``representations.record_row`` of the model instances (tests/test_page_reads.py proves it).
-Owner scoping is the caller's: these functions take the id of a conversation the caller has
-already found in its scope (``selectors``) and read nothing else.
+:func:`display_page`, :func:`display_changes` and :func:`record_messages` take the id of a
+conversation the caller has already found in its scope and check none; :func:`scoped_page`
+checks it.
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from django.db import connections, router
 from django.db.models import DateTimeField, Model
@@ -41,7 +50,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from murmur_conversations import jsonenc
-from murmur_conversations.models import DisplayMessage, Message
+from murmur_conversations.models import Conversation, DisplayMessage, Feedback, Message
 from murmur_conversations.rawcursor import server_side_cursor
 from murmur_conversations.representations import (
     DISPLAY_COLUMNS,
@@ -68,9 +77,23 @@ RECORD_COLUMNS: Final = (
     "created_at",
 )
 
-#: Feedback of the reader: ``{display row id: {"rating", "comment"}}`` for a list of row ids
-#: (``selectors.feedback_for`` bound to a user).
-FeedbackOf = Callable[[list[int]], Mapping[int, Any]]
+#: A listing :func:`scoped_page` reads.
+Listing = Literal["display", "changes", "record"]
+#: An SQL condition on the conversation row (alias ``c``) and its parameters: the reader's scope
+#: (``selectors.scope_condition``).
+Condition = tuple[str, tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a page statement read of the conversation's row: ``owner_id`` (None: ownerless),
+    ``last_seq`` and ``record_length`` (the counters), and ``changed``: the display rows changed
+    after ``since`` (the ``changes`` listing's ``total``; 0 for the others)."""
+
+    owner_id: Any
+    last_seq: int
+    record_length: int
+    changed: int
 
 
 def _in_utc(connection: Any) -> bool:
@@ -88,8 +111,8 @@ def _select(model: type[Model], names: Sequence[str], times: str) -> tuple[str, 
     for name in names:
         field = meta.get_field(name)
         column = f'"{field.column}"'  # type: ignore[union-attr]
-        if isinstance(field, DateTimeField):
-            column = times.format(column)
+        if isinstance(field, DateTimeField) and times != "{}":
+            column = f"{times.format(column)} AS {column}"
         columns.append(column)
     return ", ".join(columns), f'"{meta.db_table}"'
 
@@ -104,58 +127,132 @@ _TIMES: Final = {
 }
 
 
-@functools.cache
-def _statements(vendor: str, utc: bool) -> dict[str, str]:
-    """The SQL text of every read for the database ``vendor`` (and whether its connection reads
-    in UTC), built once (``%s`` placeholders: Django's SQLite cursor turns them into ``?``)."""
+def _column(model: type[Model], name: str) -> str:
+    return f'"{model._meta.get_field(name).column}"'  # type: ignore[union-attr]
+
+
+@functools.lru_cache(maxsize=64)
+def _statement(vendor: str, utc: bool, listing: Listing, feedback: bool, scope: str | None) -> str:
+    """The SQL text of one page read for the database ``vendor`` (and whether its connection
+    reads in UTC), built once (``%s`` placeholders: Django's SQLite cursor turns them into ``?``).
+
+    The page is a CTE (``p``) on its unique index; the conversation row ``c`` is joined to it
+    (``LEFT JOIN ... ON 1 = 1``: an empty page still reads the conversation, as one row of
+    NULLs), then the reader's feedback (``feedback``), and ``c`` must satisfy ``scope`` (an SQL
+    condition, None for none). Parameters, in order: those of the CTE (the conversation id
+    first), for ``changes`` the id and ``since`` of the count, the reader's pk (``feedback``),
+    the id, the scope's."""
     display_times, record_times = _TIMES.get((vendor, utc), ("{}", "{}"))
     display, display_table = _select(DisplayMessage, DISPLAY_COLUMNS, display_times)
     record, record_table = _select(Message, RECORD_COLUMNS, record_times)
-    return {
+    conversation = f'"{Conversation._meta.db_table}"'
+    pk = _column(Conversation, "id")
+    head = ", ".join(
+        f"c.{_column(Conversation, name)}" for name in ("owner", "last_seq", "record_length")
+    )
+    if listing == "display":
         # newest first, below a seq: the (conversation, seq) unique index, read backwards
-        "display": (
+        page = (
             f"SELECT {display} FROM {display_table} "
             'WHERE "conversation_id" = %s AND "seq" < %s ORDER BY "seq" DESC LIMIT %s'
-        ),
+        )
+        order = 'p."seq" DESC'
+    elif listing == "changes":
         # oldest change first, after (event_seq, seq) and above ``since``: murmur_display_event_idx
-        "changes": (
+        page = (
             f"SELECT {display} FROM {display_table} "
             'WHERE "conversation_id" = %s AND "event_seq" > %s '
             'AND ("event_seq" > %s OR ("event_seq" = %s AND "seq" > %s)) '
             'ORDER BY "event_seq", "seq" LIMIT %s'
-        ),
+        )
+        order = 'p."event_seq", p."seq"'
+    else:
         # newest first, positions in (above, below): the (conversation, position) unique index
-        "record": (
+        page = (
             f"SELECT {record} FROM {record_table} "
             'WHERE "conversation_id" = %s AND "position" < %s AND "position" > %s '
             'ORDER BY "position" DESC LIMIT %s'
-        ),
-    }
+        )
+        order = 'p."position" DESC'
+    changed = (
+        # uncorrelated (the id is a parameter): run once, not per row
+        f'(SELECT COUNT(*) FROM {display_table} WHERE "conversation_id" = %s AND "event_seq" > %s)'
+        if listing == "changes"
+        else "0"
+    )
+    columns = f"{head}, {changed}, p.*"
+    joins = ""
+    if feedback:
+        rating, comment = _column(Feedback, "rating"), _column(Feedback, "comment")
+        columns += f", f.{rating}, f.{comment}"
+        joins = (
+            f' LEFT JOIN "{Feedback._meta.db_table}" f ON f.{_column(Feedback, "display_message")}'
+            f' = p."id" AND f.{_column(Feedback, "user")} = %s'
+        )
+    where = f"c.{pk} = %s" + ("" if scope is None else f" AND {scope}")
+    return (
+        f"WITH p AS ({page}) SELECT {columns} FROM {conversation} c "
+        f"LEFT JOIN p ON 1 = 1{joins} WHERE {where} ORDER BY {order}"
+    )
 
 
-@functools.cache
-def _qmark(sql: str) -> str:
-    """``sql`` with ``?`` placeholders, as Django's SQLite cursor rewrites ``%s`` (these
-    statements hold no other ``%``)."""
-    return sql.replace("%s", "?")
+@functools.lru_cache(maxsize=64)
+def _qmark(sql: str) -> str | None:
+    """``sql`` with ``?`` placeholders, as Django's SQLite cursor rewrites ``%s``; None when it
+    holds an escaped ``%%`` (a host's ``SCOPE`` may), which only Django's cursor rewrites."""
+    return None if "%%" in sql else sql.replace("%s", "?")
 
 
-def _fetch(
-    model: type[Model], using: str | None, name: str, params: tuple[Any, ...]
-) -> tuple[Any, list[Any]]:
+def _run(
+    model: type[Model],
+    using: str | None,
+    listing: Listing,
+    page: tuple[Any, ...],
+    *,
+    conversation_id: uuid.UUID,
+    since: int = 0,
+    reader: Any = None,
+    feedback: bool = False,
+    scope: Condition | None = None,
+) -> tuple[Any, Head | None, list[Any]]:
     """The connection of ``using`` (None: the database routers' read alias of ``model``, as the
-    ORM picks it) and the rows of statement ``name`` run on it with ``params`` (the conversation
-    id first). Raises Django's database errors."""
+    ORM picks it), the conversation's :class:`Head` (None when it is missing or outside
+    ``scope``) and the page's rows (each without the head's columns) of one :func:`_statement`
+    run with ``page`` (the CTE's parameters after the id). Raises Django's database errors."""
     connection = connections[using or router.db_for_read(model)]
-    sql = _statements(connection.vendor, _in_utc(connection))[name]
+    sql = _statement(
+        connection.vendor,
+        _in_utc(connection),
+        listing,
+        feedback,
+        None if scope is None else scope[0],
+    )
+    params: tuple[Any, ...] = (conversation_id, *page)
+    if listing == "changes":
+        params += (conversation_id, since)
+    if feedback:
+        params += (reader,)
+    params += (conversation_id, *(() if scope is None else scope[1]))
+    rows = _execute(connection, sql, params)
+    if not rows:
+        return connection, None, []
+    first = rows[0]
+    head = Head(owner_id=first[0], last_seq=first[1], record_length=first[2], changed=first[3])
+    if first[4] is None:  # the LEFT JOIN's row of NULLs: an empty page
+        return connection, head, []
+    return connection, head, [row[4:] for row in rows]
+
+
+def _execute(connection: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    """The rows of ``sql`` run on ``connection``. On PostgreSQL a server-side-binding cursor;
+    elsewhere UUIDs are bound as Django stores them (32 hex digits), and on SQLite with nothing
+    logging or wrapping queries the statement runs on the driver's connection directly."""
     if connection.vendor == "postgresql":
         cursor = server_side_cursor(connection)
     else:
-        # Django stores a UUID as its 32 hex digits on every other backend
-        params = (params[0].hex, *params[1:])
-        if connection.vendor == "sqlite" and not (
-            connection.queries_logged or connection.execute_wrappers
-        ):
+        params = tuple(p.hex if isinstance(p, uuid.UUID) else p for p in params)
+        qmark = _qmark(sql) if connection.vendor == "sqlite" else None
+        if qmark is not None and not (connection.queries_logged or connection.execute_wrappers):
             # nothing logs or wraps queries: the checks and error translation of Django's
             # cursor, without building its two wrappers and rewriting ``%s`` on every call
             connection.close_if_health_check_failed()
@@ -163,11 +260,13 @@ def _fetch(
             connection.validate_thread_sharing()
             connection.validate_no_broken_transaction()
             with connection.wrap_database_errors:
-                return connection, connection.connection.execute(_qmark(sql), params).fetchall()
+                rows: list[Any] = connection.connection.execute(qmark, params).fetchall()
+                return rows
         cursor = connection.cursor()
     try:
         cursor.execute(sql, params)
-        return connection, cursor.fetchall()
+        fetched: list[Any] = cursor.fetchall()
+        return fetched
     finally:
         cursor.close()
 
@@ -233,18 +332,56 @@ def _iso_writer(connection: Any) -> Callable[[Any], str | None]:
     return fast
 
 
-def _display_dicts(
-    connection: Any, rows: list[Any], feedback: FeedbackOf | None
-) -> list[dict[str, Any]]:
+def _display_rows(connection: Any, rows: list[Any], feedback: bool) -> list[dict[str, Any]]:
+    """The display dicts of page rows (with the reader's ``rating, comment`` after the
+    :data:`DISPLAY_COLUMNS` when ``feedback``)."""
     when = _iso_writer(connection)
     # the JSON columns arrive as text from both drivers (``owner_feedback`` may be NULL, which
     # ``display_row_of_values`` leaves as None)
     loads = jsonenc.loads
     shape = display_row_of_values
-    if feedback is None:
+    if not feedback:
         return [shape(r, when=when, loads=loads) for r in rows]
-    mine = feedback([r[0] for r in rows])
-    return [shape(r, mine.get(r[0]), when=when, loads=loads) for r in rows]
+    width = len(DISPLAY_COLUMNS)
+    return [
+        shape(
+            r[:width],
+            None if r[width] is None else {"rating": r[width], "comment": r[width + 1]},
+            when=when,
+            loads=loads,
+        )
+        for r in rows
+    ]
+
+
+def _display(
+    listing: Listing,
+    conversation_id: uuid.UUID,
+    page: tuple[Any, ...],
+    *,
+    since: int = 0,
+    reader: Any,
+    scope: Condition | None,
+    using: str | None,
+) -> tuple[Head | None, list[dict[str, Any]]]:
+    feedback = reader is not None
+    connection, head, rows = _run(
+        DisplayMessage,
+        using,
+        listing,
+        page,
+        conversation_id=conversation_id,
+        since=since,
+        reader=getattr(reader, "pk", reader) if feedback else None,
+        feedback=feedback,
+        scope=scope,
+    )
+    return head, _display_rows(connection, rows, feedback)
+
+
+def _page_of_changes(since: int, limit: int, after: tuple[int, int] | None) -> tuple[int, ...]:
+    event_seq, seq = (since, 0) if after is None else after
+    return (since, event_seq, event_seq, seq, limit)
 
 
 def display_page(
@@ -252,17 +389,18 @@ def display_page(
     *,
     limit: int,
     before_seq: int | None = None,
-    feedback: FeedbackOf | None = None,
+    reader: Any = None,
     using: str | None = None,
 ) -> list[dict[str, Any]]:
     """Display rows of the conversation, newest first: at most ``limit`` rows with
     ``seq < before_seq`` (every row when None), each ``representations.display_row`` of the row.
-    ``feedback`` gives the reader's own feedback for the row ids (REST: the caller's); None shows
-    the owner's copy (``owner_feedback``), as websocket frames do. One query (and ``feedback``'s).
+    ``feedback`` is ``reader``'s own (a user: REST shows the caller's), joined in; with no
+    ``reader`` the owner's copy (``owner_feedback``), as websocket frames show it. One query.
     """
     before = _ABOVE_ALL if before_seq is None else before_seq
-    connection, rows = _fetch(DisplayMessage, using, "display", (conversation_id, before, limit))
-    return _display_dicts(connection, rows, feedback)
+    return _display(
+        "display", conversation_id, (before, limit), reader=reader, scope=None, using=using
+    )[1]
 
 
 def display_changes(
@@ -271,18 +409,67 @@ def display_changes(
     since: int,
     limit: int,
     after: tuple[int, int] | None = None,
-    feedback: FeedbackOf | None = None,
+    reader: Any = None,
     using: str | None = None,
 ) -> list[dict[str, Any]]:
     """Display rows of the conversation changed after event_seq ``since``, oldest change first
     (``(event_seq, seq)``): at most ``limit`` rows after the keyset ``after`` (``(event_seq,
     seq)`` of the last row served, None for the first page), as :func:`display_page` shapes them.
-    """
-    event_seq, seq = (since, 0) if after is None else after
-    connection, rows = _fetch(
-        DisplayMessage, using, "changes", (conversation_id, since, event_seq, event_seq, seq, limit)
+    One query."""
+    page = _page_of_changes(since, limit, after)
+    return _display(
+        "changes", conversation_id, page, since=since, reader=reader, scope=None, using=using
+    )[1]
+
+
+@dataclass(frozen=True)
+class ScopedPage:
+    """A page read with its scope check (:func:`scoped_page`): the conversation's :class:`Head`
+    and the page's rows (display dicts, or record dicts)."""
+
+    head: Head
+    rows: list[dict[str, Any]]
+
+
+def scoped_page(
+    listing: Listing,
+    conversation_id: uuid.UUID,
+    *,
+    scope: Condition | None,
+    limit: int,
+    reader: Any = None,
+    before: int | None = None,
+    since: int = 0,
+    after: tuple[int, int] | None = None,
+    using: str | None = None,
+) -> ScopedPage | None:
+    """One page of ``listing`` and the conversation's head in ONE statement, with the
+    conversation row checked against ``scope`` (None: no check, the caller found it already):
+    None when the conversation is missing or outside the scope, alike.
+
+    ``display``: as :func:`display_page` (``before`` the keyset); ``changes``: as
+    :func:`display_changes` (``since``, ``after``), ``head.changed`` counting every row changed
+    after ``since``; ``record``: as :func:`record_page` (``before`` the position). ``reader``:
+    whose feedback the display rows show (None: the owner's copy)."""
+    if listing == "record":
+        connection, head, rows = _run(
+            Message,
+            using,
+            "record",
+            (_ABOVE_ALL if before is None else before, 0, limit),
+            conversation_id=conversation_id,
+            scope=scope,
+        )
+        messages = _messages(connection, conversation_id, rows)
+        return None if head is None else ScopedPage(head, [record_row(m) for m in messages])
+    if listing == "changes":
+        page = _page_of_changes(since, limit, after)
+    else:
+        page = (_ABOVE_ALL if before is None else before, limit)
+    found, shaped = _display(
+        listing, conversation_id, page, since=since, reader=reader, scope=scope, using=using
     )
-    return _display_dicts(connection, rows, feedback)
+    return None if found is None else ScopedPage(found, shaped)
 
 
 def record_messages(
@@ -299,7 +486,14 @@ def record_messages(
     ``Model.__init__``: what ``representations.record_row``, ``record_message`` and
     ``hooks.hook_message`` read. One query."""
     upper = _ABOVE_ALL if below is None else below
-    connection, rows = _fetch(Message, using, "record", (conversation_id, upper, above, limit))
+    connection, _head, rows = _run(
+        Message, using, "record", (upper, above, limit), conversation_id=conversation_id
+    )
+    return _messages(connection, conversation_id, rows)
+
+
+def _messages(connection: Any, conversation_id: uuid.UUID, rows: list[Any]) -> list[Message]:
+    """``Message`` instances of record rows read as :data:`RECORD_COLUMNS`."""
     read = _time_reader(connection)
     loads = _loads
     state_db = connection.alias

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, Final, cast
 
+from django.core.exceptions import EmptyResultSet
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -55,6 +56,29 @@ def conversations_for(user: Any) -> QuerySet[Conversation]:
     :func:`owner_scope`), newest first (``saved_at`` desc, then ``id`` desc)."""
     scope = cast(Scope, import_string(app_settings.SCOPE))
     return scope(user).order_by("-saved_at", "-id")
+
+
+#: An SQL condition on a conversation row aliased ``c`` and its parameters (:func:`scope_condition`).
+ScopeCondition = tuple[str, tuple[Any, ...]]
+_OWNER_SCOPE: Final = "murmur_conversations.selectors.owner_scope"
+
+
+def scope_condition(user: Any, *, using: str = "default") -> ScopeCondition | None:
+    """:func:`conversations_for` as an SQL condition on a conversation row aliased ``c``, for a
+    read that joins the scope check to its page (``reading.scoped_page``): with the default
+    ``SCOPE``, ``c.owner_id = <user's pk>`` (no query compiled); with a host's, ``c.id IN (<its
+    queryset>)`` compiled for the database ``using``. None when the scope holds nothing (an
+    anonymous or inactive user, ``.none()``)."""
+    if app_settings.SCOPE == _OWNER_SCOPE:
+        if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+            return None
+        return f'c."{Conversation._meta.get_field("owner").column}" = %s', (user.pk,)
+    scoped = conversations_for(user).order_by().values("pk")
+    try:
+        sql, params = scoped.query.get_compiler(using).as_sql()
+    except EmptyResultSet:
+        return None
+    return f'c."{Conversation._meta.pk.column}" IN ({sql})', tuple(params)
 
 
 def parse_conversation_id(value: Any) -> uuid.UUID | None:

@@ -135,9 +135,9 @@ def _assert_same_reads(conversation: Conversation, user: User) -> None:
     mine = feedback_for(user, [r.pk for r in rows])
     # every row, owner's feedback and the reader's, whole and in pages below a seq
     assert _bytes(reading.display_page(pk, limit=1000)) == _bytes([display_row(r) for r in rows])
-    assert _bytes(
-        reading.display_page(pk, limit=1000, feedback=lambda ids: feedback_for(user, ids))
-    ) == _bytes([display_row(r, mine.get(r.pk)) for r in rows])
+    assert _bytes(reading.display_page(pk, limit=1000, reader=user)) == _bytes(
+        [display_row(r, mine.get(r.pk)) for r in rows]
+    )
     for cut in {1, 2, len(rows) // 2 + 1}:
         expected = [display_row(r) for r in rows if r.seq < cut][:3]
         assert _bytes(reading.display_page(pk, limit=3, before_seq=cut)) == _bytes(expected)

@@ -113,17 +113,22 @@ class ConversationScopedViewSet(ViewSetMixin, AppAPIView):
     ``initial`` resolves it through ``selectors.conversation_for`` right after authentication,
     permission, throttling and the 405 check, and before a handler reads any query parameter:
     foreign, missing and malformed ids raise the same ``ConversationGone`` (404). The handler
-    finds the conversation in ``self.conversation``.
+    finds the conversation in ``self.conversation``, except those of :attr:`scoped_reads`, whose
+    one statement is the lookup (they answer the same 404, also before a bad parameter's 400).
     """
 
     lookup_url_kwarg = "id"
+    #: Routes whose read is the scoped lookup too (``reading.scoped_page``: the page statement
+    #: checks the scope): ``initial`` leaves the lookup to them.
+    scoped_reads: frozenset[str] = frozenset()
     conversation: Conversation
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """DRF's checks, then the 405 check, then the scoped lookup (one query)."""
+        """DRF's checks, then the 405 check, then the scoped lookup (one query; none for the
+        routes of :attr:`scoped_reads`)."""
         super().initial(request, *args, **kwargs)
         self.check_method_allowed(request)
-        if self.lookup_url_kwarg in kwargs:
+        if self.lookup_url_kwarg in kwargs and self.action not in self.scoped_reads:
             conversation = conversation_for(request.user, kwargs[self.lookup_url_kwarg])
             if conversation is None:
                 raise ConversationGone()

@@ -11,13 +11,16 @@ Views are thin: they read parameters, ask selectors and services, and shape rows
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from django.db import router
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import status
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -74,13 +77,8 @@ from murmur_conversations.exceptions import (
     WriteConflict,
 )
 from murmur_conversations.hooks import is_granted
-from murmur_conversations.models import (
-    AccessSurface,
-    Conversation,
-    DisplayMessage,
-    ToolCall,
-    ToolStatus,
-)
+from murmur_conversations.models import AccessSurface, Conversation, ToolCall, ToolStatus
+from murmur_conversations.reading import ScopedPage
 from murmur_conversations.representations import (
     detail_row,
     display_row,
@@ -93,17 +91,20 @@ from murmur_conversations.selectors import (
     access_log,
     children_by_call,
     children_for,
+    conversation_for,
     conversation_for_hook,
     conversations_for,
     family_usage,
-    feedback_for,
     organised,
     owned_conversation,
+    parse_conversation_id,
+    scope_condition,
     top_level,
     transcript,
 )
 from murmur_conversations.validation import MAX_TAG_CHARS, TAG_PATTERN
 
+Params = TypeVar("Params")
 PAGE_PARAMS = [LIMIT_PARAM, CURSOR_PARAM]
 ERROR_RESPONSES: dict[int, Any] = dict.fromkeys((400, 401, 403, 404, 429), docs.ErrorSerializer)
 WRITE_ERRORS: dict[int, Any] = {**ERROR_RESPONSES, 503: docs.ErrorSerializer}
@@ -234,22 +235,68 @@ def transcript_page(conversation: Conversation, *, after: int, limit: int) -> di
 class ConversationViewSet(ConversationScopedViewSet):
     """The caller's conversations and everything inside one of them."""
 
+    scoped_reads = frozenset({"display_messages", "record"})
+
     def _scope(self) -> str:
-        return str(self.conversation.pk)
+        """The conversation id a cursor is bound to (the URL's, canonical once it was found)."""
+        return str(self.kwargs[self.lookup_url_kwarg])
 
     def _log_view(self, surface: str) -> None:
+        """:meth:`_log_read` of ``self.conversation``."""
+        self._log_read(surface, self.conversation, self.conversation.owner_id)
+
+    def _log_read(
+        self, surface: str, conversation: Conversation | uuid.UUID, owner_id: Any
+    ) -> None:
         """One access log entry for this view when the caller reads a conversation that is not
         theirs (through ``SCOPE``); none for the owner, and no query then. A view that cannot be
         logged is not shown (404 if the conversation went away, 503 if the database is busy)."""
         user = self.request.user
-        if user is None or not user.is_authenticated or self.conversation.owner_id == user.pk:
+        if user is None or not user.is_authenticated or owner_id == user.pk:
             return
         try:
-            services.log_access(conversation=self.conversation, actor=user, surface=surface)
+            services.log_access(conversation=conversation, actor=user, surface=surface)
         except ConversationNotFound:
             raise ConversationGone() from None
         except WriteConflict:
             raise Unavailable() from None
+
+    def _found(self) -> bool:
+        """Whether ``initial`` already found the conversation (a hook token's, on the record
+        route)."""
+        return "conversation" in self.__dict__
+
+    def _params(self, read: Callable[[], Params]) -> Params:
+        """``read()``, the route's query parameters. A bad one answers 400 only for a
+        conversation in the caller's scope; for any other id the same 404 as a missing one, as
+        every route answers before it reads a parameter (one lookup, on this error path only)."""
+        try:
+            return read()
+        except APIException:
+            if not self._found() and conversation_for(self.request.user, self._scope()) is None:
+                raise ConversationGone() from None
+            raise
+
+    def _scoped_page(self, listing: reading.Listing, surface: str, **page: Any) -> ScopedPage:
+        """The page of ``listing`` in ONE statement that is also the scoped lookup
+        (``reading.scoped_page`` with ``selectors.scope_condition``): 404 for a foreign, missing
+        or malformed id alike; then the access log entry of a reader who is not the owner."""
+        pk = parse_conversation_id(self.kwargs[self.lookup_url_kwarg])
+        using = router.db_for_read(Conversation)
+        found = None
+        if self._found():  # the hook's conversation: found, no scope to check
+            found = reading.scoped_page(listing, self.conversation.pk, scope=None, **page)
+        elif pk is not None:
+            scope = scope_condition(self.request.user, using=using)
+            if scope is not None:
+                reader = self.request.user
+                found = reading.scoped_page(
+                    listing, pk, scope=scope, reader=reader, using=using, **page
+                )
+        if found is None or pk is None:
+            raise ConversationGone()
+        self._log_read(surface, pk, found.head.owner_id)
+        return found
 
     # ------------------------------------------------------------------ conversations
 
@@ -339,41 +386,40 @@ class ConversationViewSet(ConversationScopedViewSet):
     )
     def display_messages(self, request: Request, id: str) -> Response:
         """Newest first; ``total`` is ``last_seq`` (seqs are gapless). With ``since``: every row
-        whose ``event_seq > since`` oldest change first, ``total`` counts them."""
-        since = read_since(request.query_params)
-        self._log_view(AccessSurface.API_DISPLAY)
-        pk = self.conversation.pk
-        user = request.user
-
-        def mine(ids: list[int]) -> dict[int, dict[str, Any]]:
-            return feedback_for(user, ids)
-
+        whose ``event_seq > since`` oldest change first, ``total`` counts them. One statement
+        after authentication (``_scoped_page``)."""
+        since = self._params(lambda: read_since(request.query_params))
         if since is None:
             binding = CursorBinding("display", self._scope())
-            after = _int_key(binding.read(request.query_params.get("cursor")), 1)
-            limit = page_limit(request.query_params)
-            newest = reading.display_page(
-                pk, limit=limit + 1, before_seq=after[0] if after else None, feedback=mine
+            key, limit = self._params(lambda: self._page_key(binding, 1))
+            found = self._scoped_page(
+                "display",
+                AccessSurface.API_DISPLAY,
+                limit=limit + 1,
+                before=key[0] if key else None,
             )
-            page = keyset_page(newest, limit=limit, binding=binding, key_of=lambda r: [r["seq"]])
-            return Response(body(list(page.rows), page, self.conversation.last_seq))
+            page = keyset_page(
+                found.rows, limit=limit, binding=binding, key_of=lambda r: [r["seq"]]
+            )
+            return Response(body(list(page.rows), page, found.head.last_seq))
         binding = CursorBinding("since", self._scope(), (("since", str(since)),))
-        after = _int_key(binding.read(request.query_params.get("cursor")), 2)
-        limit = page_limit(request.query_params)
-        total = DisplayMessage.objects.filter(
-            conversation=self.conversation, event_seq__gt=since
-        ).count()
-        changed = reading.display_changes(
-            pk,
-            since=since,
+        key, limit = self._params(lambda: self._page_key(binding, 2))
+        found = self._scoped_page(
+            "changes",
+            AccessSurface.API_DISPLAY,
             limit=limit + 1,
-            after=(after[0], after[1]) if after else None,
-            feedback=mine,
+            since=since,
+            after=(key[0], key[1]) if key else None,
         )
         page = keyset_page(
-            changed, limit=limit, binding=binding, key_of=lambda r: [r["event_seq"], r["seq"]]
+            found.rows, limit=limit, binding=binding, key_of=lambda r: [r["event_seq"], r["seq"]]
         )
-        return Response(body(list(page.rows), page, total))
+        return Response(body(list(page.rows), page, found.head.changed))
+
+    def _page_key(self, binding: CursorBinding, size: int) -> tuple[list[int] | None, int]:
+        """The keyset of ``?cursor=`` (``size`` integers, None for the first page) and ``limit``."""
+        key = _int_key(binding.read(self.request.query_params.get("cursor")), size)
+        return key, page_limit(self.request.query_params)
 
     @document(
         summary="The durable record, position desc",
@@ -381,16 +427,16 @@ class ConversationViewSet(ConversationScopedViewSet):
         responses={200: docs.RecordPageSerializer, **ERROR_RESPONSES},
     )
     def record(self, request: Request, id: str) -> Response:
-        """Newest first; ``total`` is ``record_length``."""
+        """Newest first; ``total`` is ``record_length``. One statement after authentication."""
         binding = CursorBinding("record", self._scope())
-        after = _int_key(binding.read(request.query_params.get("cursor")), 1)
-        limit = page_limit(request.query_params)
-        self._log_view(AccessSurface.API_RECORD)
-        fetched = reading.record_page(
-            self.conversation.pk, limit=limit + 1, before_position=after[0] if after else None
+        key, limit = self._params(lambda: self._page_key(binding, 1))
+        found = self._scoped_page(
+            "record", AccessSurface.API_RECORD, limit=limit + 1, before=key[0] if key else None
         )
-        page = keyset_page(fetched, limit=limit, binding=binding, key_of=lambda m: [m["position"]])
-        return Response(body(list(page.rows), page, self.conversation.record_length))
+        page = keyset_page(
+            found.rows, limit=limit, binding=binding, key_of=lambda m: [m["position"]]
+        )
+        return Response(body(list(page.rows), page, found.head.record_length))
 
     @document(
         summary="The transcript (agentfootprint projection), oldest first",
