@@ -13,7 +13,8 @@ Re-recording after an intended change (docs/write-path.md "Golden fixtures"):
 
     python -m tests.golden record                 # SQLite, every scenario
     DATABASE_URL=postgres://... python -m tests.golden record
-    python -m tests.golden record -k orphans      # some scenarios (pytest's -k)
+    python -m tests.golden record -k orphans      # some scenarios (pytest's -k; "generated":
+                                                  # the hypothesis sequences)
 
 then read ``git diff tests/golden`` (each changed value is a change of behaviour) and list the
 re-recorded scenarios, and why each changed, in the commit message. ``--regenerate`` draws new
@@ -27,47 +28,98 @@ difference of behaviour between the vendors today.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.contrib.auth.models import User
+from django.db import connection, transaction
 
+from murmur_conversations.models import Hold
+from murmur_conversations.services import writing
 from tests.golden import SEQUENCES, differences, dump, fixture_path
+from tests.golden.normalise import app_models
 from tests.golden.replay import play
 from tests.golden.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RECORD = os.environ.get("MURMUR_GOLDEN_RECORD") == "1"
+GROUPS = 3  # tests the hypothesis sequences are shared among
+
+
+def sequences() -> dict[str, list[dict[str, Any]]]:
+    """The recorded hypothesis sequences, by name (``generated_07``)."""
+    if not SEQUENCES.exists():
+        return {}
+    found = json.loads(SEQUENCES.read_text())
+    return {f"generated_{index:02d}": steps for index, steps in enumerate(found)}
 
 
 def all_scenarios() -> dict[str, list[dict[str, Any]]]:
     """The hand-written scenarios and the recorded hypothesis sequences, by name."""
-    found = dict(SCENARIOS)
-    if SEQUENCES.exists():
-        for index, steps in enumerate(json.loads(SEQUENCES.read_text())):
-            found[f"generated_{index:02d}"] = steps
-    return found
+    return SCENARIOS | sequences()
 
 
-@pytest.mark.parametrize(("name", "steps"), list(all_scenarios().items()))
-def test_scenario_writes_what_it_wrote_when_recorded(
-    name: str, steps: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def wipe() -> None:
+    """Delete every row of the app's tables and every user, in one transaction: between two
+    scenarios of one test, far cheaper than the flush of every table between two tests."""
+    with transaction.atomic():
+        Hold.objects.all().delete()  # PROTECTs its conversation
+        for model in app_models():
+            model._default_manager.all().delete()
+        User.objects.all().delete()
+
+
+def check(name: str, steps: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replay scenario ``name`` (or record it): how its outcome differs from its fixture."""
     path = fixture_path(connection.vendor, name)
-    outcome = json.loads(json.dumps(play(steps, monkeypatch)))
+    with monkeypatch.context() as patch:
+        # the frame log prunes itself every 256th logged write: count from the scenario's start
+        patch.setattr(writing, "_logged_writes", itertools.count(1), raising=False)
+        outcome = json.loads(json.dumps(play(steps, patch)))
     if RECORD:
         path.parent.mkdir(exist_ok=True)
         path.write_text(dump({"scenario": name, "steps": steps, "outcome": outcome}))
-        return
-    assert path.exists(), f"no fixture {path.name} for {connection.vendor}: record it"
+        return []
+    if not path.exists():
+        return [f"no fixture {path.name} for {connection.vendor}: record it"]
     recorded = json.loads(path.read_text())
-    assert recorded["steps"] == steps, f"scenario {name} changed since it was recorded: record it"
-    found = list(differences(recorded["outcome"], outcome))
+    if recorded["steps"] != steps:
+        return [f"scenario {name} changed since it was recorded: record it"]
+    return list(differences(recorded["outcome"], outcome))
+
+
+def report(name: str, found: list[str]) -> str:
+    shown = "\n  ".join(found[:40]) + ("\n  ..." if len(found) > 40 else "")
+    return f"{name} on {connection.vendor}: {len(found)} differences\n  {shown}"
+
+
+@pytest.mark.parametrize(("name", "steps"), list(SCENARIOS.items()))
+def test_scenario_writes_what_it_wrote_when_recorded(
+    name: str, steps: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = check(name, steps, monkeypatch)
     if found:
-        shown = "\n  ".join(found[:40]) + ("\n  ..." if len(found) > 40 else "")
-        pytest.fail(f"{name} on {connection.vendor}: {len(found)} differences\n  {shown}")
+        pytest.fail(report(name, found))
+
+
+@pytest.mark.parametrize("group", range(GROUPS))
+def test_generated_sequences_write_what_they_wrote_when_recorded(
+    group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hypothesis sequences, a third of them per test (one flush of the database per test
+    is most of a sequence's time), the database emptied between two of them."""
+    failures = []
+    for index, (name, steps) in enumerate(sequences().items()):
+        if index % GROUPS == group:
+            found = check(name, steps, monkeypatch)
+            if found:
+                failures.append(report(name, found))
+            wipe()
+    if failures:
+        pytest.fail("\n".join(failures))
 
 
 def test_every_fixture_has_its_scenario() -> None:
