@@ -3,9 +3,10 @@
 
 Messages are validated one by one (``messages.normalize_message``) before any write, so a bad
 message is reported with its line and never fails its neighbours; good ones are written in batches
-through ``services.save_messages`` (one transaction each, with their source records). Memory is
-bounded by one batch and the items read ahead for a file's first line time (``LOOKAHEAD``; one
-clock per file: docs/formats.md "Times"), whatever the file size. Re-importing adds nothing: message ids and source keys
+through ``services.save_messages`` (with their source records), in chunks of ``CHUNK_ROWS`` rows
+that are one transaction each (``Chunks``; docs/formats.md "Transactions"). Memory is bounded by
+one batch per conversation and the items read ahead for a file's first line time (``LOOKAHEAD``;
+one clock per file: docs/formats.md "Times"), whatever the file size. Re-importing adds nothing: message ids and source keys
 are de-duplicated by the services, tool moves already made are skipped. When the source ends, calls
 left ``pending`` or ``executing`` become ``interrupted`` (``log_ended``).
 
@@ -26,6 +27,7 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from django.contrib.auth import get_user_model
+from django.db import router, transaction
 
 from murmur_conversations import selectors, services
 from murmur_conversations.conf import app_settings
@@ -83,13 +85,17 @@ from murmur_conversations.selectors import parse_conversation_id
 from murmur_conversations.usage import read_usage
 from murmur_conversations.validation import source_key
 
-#: Messages (or source records) written per ``save_messages`` call.
-BATCH: Final = 500
+#: Messages (or source records) written per ``save_messages`` call, at most.
+BATCH: Final = 2000
+#: Rows (messages, source records, display rows outside the record) an import writes in one
+#: transaction: it commits at the first line boundary past this many (docs/formats.md
+#: "Transactions").
+CHUNK_ROWS: Final = 5000
 #: Source records held, at most, while a conversation has nothing to show yet.
-HOLD_RECORDS: Final = 4 * BATCH
+HOLD_RECORDS: Final = 2000
 #: Items a file import reads ahead for its first line time before it writes (docs/formats.md
 #: "Times"): none in them, and the file is dated by its modification time throughout.
-LOOKAHEAD: Final = 4 * BATCH
+LOOKAHEAD: Final = 2000
 #: ``Conversation.metadata["clock"]`` of a conversation an import dated without line times: by
 #: the file's modification time (``"file"``) or, for stdin, by the time of the import
 #: (``"import"``). Absent: dated by the log's own times.
@@ -150,6 +156,53 @@ def _retry(call: Callable[[], T]) -> T:
     return call()
 
 
+class Chunks:
+    """The transactions of one import (docs/formats.md "Transactions"): a context manager that
+    holds one ``transaction.atomic`` open on the conversations' database while the import
+    writes, and commits it and opens the next at a line boundary once ``rows`` rows were written
+    in it (``wrote``, ``line_done``). So a source is written in a few transactions of thousands of
+    rows, however often it switches conversations or gives a notice; a source smaller than
+    ``rows`` (with what its caller writes inside the block: the remembered offset) in one.
+    Leaving the block commits the last chunk, or rolls it back when an exception leaves it: the
+    chunks committed before stay, and a rerun of the source adds only what is missing (message
+    ids and source keys are de-duplicated). Inside a caller's transaction each chunk is a
+    savepoint of it. ``rows`` defaults to ``CHUNK_ROWS``; ``commits`` counts the chunks
+    committed."""
+
+    def __init__(self, *, rows: int | None = None, using: str | None = None) -> None:
+        self.limit = CHUNK_ROWS if rows is None else rows
+        self.using = using or router.db_for_write(Conversation)
+        self.rows = 0
+        self.commits = 0
+        self._atomic: transaction.Atomic | None = None
+
+    def __enter__(self) -> Chunks:
+        self._begin()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        atomic, self._atomic = self._atomic, None
+        if atomic is not None:
+            atomic.__exit__(*exc_info)
+            if exc_info[0] is None:
+                self.commits += 1
+
+    def _begin(self) -> None:
+        self.rows = 0
+        self._atomic = transaction.atomic(using=self.using)
+        self._atomic.__enter__()
+
+    def wrote(self, rows: int) -> None:
+        """Count ``rows`` written in the open chunk."""
+        self.rows += rows
+
+    def line_done(self) -> None:
+        """A line's items are all written: commit the chunk if it is full, and open the next."""
+        if self._atomic is not None and self.rows >= self.limit:
+            self.__exit__(None, None, None)
+            self._begin()
+
+
 #: A message held for the next write: as parsed, its line, its time, ``once``, and as validated
 #: (``normalize_message``, handed to ``save_messages`` so it is not normalized twice).
 Held = tuple[dict[str, Any], int | None, datetime | None, bool, NormalizedMessage]
@@ -174,6 +227,7 @@ class _Target:
     deleted: bool = False  # deleted since an import: its items are refused
     forked_from: str | None = None  # the key of the original of a fork (Begin.forked_from)
     exported_from: str | None = None  # the conversation id an export names (Begin.exported_from)
+    notice_keys: set[str] | None = None  # the import keys of its notices, once read (notice)
 
 
 class _Writer:
@@ -193,8 +247,10 @@ class _Writer:
         previous_titles: dict[str, tuple[str, int]] | None = None,
         final: bool = True,
         restore_deleted: bool = False,
+        chunks: Chunks | None = None,
     ) -> None:
         self.owner = owner
+        self.chunks = chunks
         self.source = source
         self.dry_run = dry_run
         self.live = live
@@ -307,7 +363,8 @@ class _Writer:
 
     def begin(self, item: Begin) -> None:
         """Switch to the conversation ``item`` names: what is held for the current one is
-        written first (so writes keep the source's order), and its state is kept for when the
+        written first, in the open chunk (a child's creation and a parent's card take their
+        numbers and ``event_seq`` in the source's order), and its state is kept for when the
         items come back to it."""
         key = source_key(item.key)
         if self.target is not None and self.target.key != key:
@@ -692,6 +749,12 @@ class _Writer:
             return
         conversation.refresh_from_db(fields=["record_length"])
         self.outcome.messages_added += conversation.record_length - before
+        self.wrote(len(messages) + len(records))
+
+    def wrote(self, rows: int) -> None:
+        """Count rows written in the open chunk (``Chunks``), if the import has chunks."""
+        if self.chunks is not None:
+            self.chunks.wrote(rows)
 
     def _refused(self, line: int | None) -> bool:
         return line is not None and self.ledger.fate(line) == REFUSED
@@ -765,9 +828,11 @@ class _Writer:
                 )
             )
         except InvalidToolTransition:
-            pass  # a move the call has already made or passed (a re-import): nothing to do
+            return  # a move the call has already made or passed (a re-import): nothing to do
         except ConversationsError as error:
             self.problem(Problem(item.line, f"tool call {item.info.get('call_id')!r}: {error}"))
+            return
+        self.wrote(1)
 
     def status(self, item: StatusChange) -> None:
         self.flush()
@@ -789,14 +854,14 @@ class _Writer:
 
     def notice(self, item: Notice) -> None:
         """A display row outside the record, saved once per ``item.key`` (kept in its metadata
-        as ``import_key``), so re-imports add nothing."""
+        as ``import_key``), so re-imports add nothing. The messages held before it are written
+        first, in the open chunk: the notice's ``seq`` and ``event_seq`` come after theirs."""
         self.flush()
         if self.dry_run:
             return
         conversation = self.ensure()
-        if DisplayMessage.objects.filter(
-            conversation=conversation, metadata__import_key=item.key
-        ).exists():
+        keys = self._notice_keys(self.current, conversation)
+        if item.key in keys:
             return
         metadata = {**item.metadata, "import_key": item.key}
         at = self.mark_time(item.at)
@@ -813,6 +878,25 @@ class _Writer:
             )
         except ConversationsError as error:
             self.problem(Problem(item.line, f"notice not saved: {error}"))
+            return
+        keys.add(item.key)
+        self.wrote(1)
+
+    def _notice_keys(self, target: _Target, conversation: Conversation) -> set[str]:
+        """The import keys of the notices of ``target``'s conversation: read once (none for a
+        conversation this import created), then kept up to date by ``notice``."""
+        if target.notice_keys is None:
+            target.notice_keys = (
+                set()
+                if str(conversation.pk) in self.created
+                else {
+                    str(key)
+                    for key in DisplayMessage.objects.filter(
+                        conversation=conversation, metadata__has_key="import_key"
+                    ).values_list("metadata__import_key", flat=True)
+                }
+            )
+        return target.notice_keys
 
     def rated(self, item: Rated) -> None:
         """Feedback of an export, through ``services.set_feedback`` on the ``part``-th display
@@ -942,6 +1026,7 @@ def run_import(
     previous_titles: dict[str, tuple[str, int]] | None = None,
     final: bool = True,
     restore_deleted: bool = False,
+    chunks: Chunks | None = None,
 ) -> Outcome:
     """Import one source: ``lines`` (from ``reading.iter_lines``) through ``parser`` (of format
     ``source``, the conversations' ``source`` column) for ``owner``. Each refused line is passed to
@@ -950,8 +1035,25 @@ def run_import(
     modification time; None: now); ``previous_titles`` are the titles an earlier import of this
     source set (conversation id -> (title, rank)). ``final`` false (a pass of a folder being
     followed) leaves open calls open. A conversation deleted since an import is refused (reported
-    once, its items left out) unless ``restore_deleted``. Returns the ``Outcome``; raises nothing
-    for bad input."""
+    once, its items left out) unless ``restore_deleted``. Writes go in the transactions of
+    ``chunks`` (default: chunks of this call's own, unless ``live`` or ``dry_run``: then each
+    service call is its own transaction, so a live stream shows each line as it completes).
+    Returns the ``Outcome``; raises nothing for bad input (an exception of the database or a hook
+    rolls back the open chunk and propagates)."""
+    if chunks is None and not live and not dry_run:
+        with Chunks() as own:
+            return run_import(
+                lines=lines,
+                parser=parser,
+                source=source,
+                owner=owner,
+                report=report,
+                fallback_time=fallback_time,
+                previous_titles=previous_titles,
+                final=final,
+                restore_deleted=restore_deleted,
+                chunks=own,
+            )
     outcome = Outcome()
     writer = _Writer(
         owner=owner,
@@ -964,6 +1066,7 @@ def run_import(
         previous_titles=previous_titles,
         final=final,
         restore_deleted=restore_deleted,
+        chunks=chunks,
     )
     ahead: list[Item] | None = None if live else []  # read ahead for the file's clock
     for line in lines:
@@ -978,6 +1081,8 @@ def run_import(
             writer.handle(item)
         if live:
             writer.flush()  # a live stream shows each line as it completes
+        elif chunks is not None:
+            chunks.line_done()
     items = parser.finish()
     if ahead is not None:
         ahead.extend(items)

@@ -12,6 +12,7 @@ differs) is read whole again, which imports nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -24,7 +25,7 @@ from typing import IO, Any, Final
 from murmur_conversations import services
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.importers import registry
-from murmur_conversations.importers.base import Outcome, run_import
+from murmur_conversations.importers.base import Chunks, Outcome, run_import
 from murmur_conversations.importers.reading import (
     FrameCursor,
     LineCursor,
@@ -290,6 +291,10 @@ class Importer:
         status = "imported" if record is None else "reread"
         return self._file(source, now, record, append=False, status=status)
 
+    def _chunks(self) -> contextlib.AbstractContextManager[Chunks | None]:
+        """The transactions of one file's import (``base.Chunks``); none for a dry run."""
+        return contextlib.nullcontext() if self.dry_run else Chunks()
+
     def _record(self, source: Source) -> ImportedSource | None:
         if not self.incremental:
             return None
@@ -316,7 +321,9 @@ class Importer:
         status: str = "appended",
     ) -> FileResult:
         mtime = datetime.fromtimestamp(now.mtime_ns / 1e9, tz=UTC)
-        with open(source.path, "rb") as stream:
+        # Where the import ended is remembered in its last chunk: a file that fits one chunk is
+        # one transaction, rows and offset together (docs/formats.md "Transactions").
+        with open(source.path, "rb") as stream, self._chunks() as chunks:
             result = self._read(
                 source,
                 stream,
@@ -324,6 +331,7 @@ class Importer:
                 record=record if append else None,
                 status=status,
                 previous=record,
+                chunks=chunks,
             )
             if result.status not in ("refused", "empty") and not self.dry_run:
                 self._remember(source, now, result, record)
@@ -341,6 +349,7 @@ class Importer:
         record: ImportedSource | None = None,
         status: str = "imported",
         previous: ImportedSource | None = None,
+        chunks: Chunks | None = None,
     ) -> FileResult:
         start = record.offset if record is not None else 0
         stream.seek(start)
@@ -396,6 +405,7 @@ class Importer:
             previous_titles={k: (v[0], v[1]) for k, v in titles.items() if _title_entry(v)},
             final=self.final,
             restore_deleted=self.restore_deleted,
+            chunks=chunks,
         )
         result = FileResult(source.name, status, fmt, outcome=outcome, problems=problems)
         result.lines = cursor.line - (record.line if record is not None else 0)
