@@ -1,5 +1,5 @@
-"""The operations of the write-path equality tests (``tests/test_fastpath_kinds.py`` on
-PostgreSQL, ``tests/test_fastlite.py`` on SQLite): a hypothesis strategy of every kind of write,
+"""The operations of the write-path equality test (``tests/test_fastpath_kinds.py``, on
+PostgreSQL): a hypothesis strategy of every kind of write,
 how to apply one to a conversation, and what to compare afterwards (the returned values, the
 signals, the rows, counters and frame log)."""
 

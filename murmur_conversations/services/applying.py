@@ -8,11 +8,14 @@ frame log's row, then the signals after commit). Private to ``murmur_conversatio
 
 from __future__ import annotations
 
+import functools
+import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
+from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
 from murmur_conversations.messages import NormalizedMessage
-from murmur_conversations.models import Conversation, DisplayMessage
+from murmur_conversations.models import Conversation, DisplayMessage, Message
 from murmur_conversations.services import backends
 from murmur_conversations.services.backends import Applied
 from murmur_conversations.services.plan import Plan, plan_append
@@ -35,27 +38,84 @@ def append(
     stamps: list[datetime],
 ) -> list[DisplayMessage] | None:
     """Append ``messages`` (``plan.plannable``; ``stamps``: each one's time) through the plan and
-    return their display rows by ``seq``; a Conversation instance passed in is refreshed. None
-    when the database has no backend or the plan did not apply (a known id, no such
-    conversation): nothing was written, and the caller takes the general path."""
+    return the display rows of every given message by ``seq``, those of messages already stored
+    included; a Conversation instance passed in is refreshed. None when the database has no
+    backend (the caller takes the general path).
+
+    The plan is made without reading anything; when its guard fails (a given id is stored
+    already, or a concurrent writer stored one first) the ids stored are read (one query) and the
+    rest is planned again by the same planner, at most :data:`ATTEMPTS` times. Raises
+    ``ConversationNotFound``, ``WriteConflict`` (also when every attempt lost a race)."""
     store = backends.backend(using)
     if store is None:
         return None
-    planned = plan_append(conversation_pk(conversation), messages, stamps)
+    pk = conversation_pk(conversation)
+    known: dict[str, int] = {}
+    for _attempt in range(ATTEMPTS):
+        fresh = [(m, s) for m, s in zip(messages, stamps, strict=True) if m.message_id not in known]
+        if not fresh:
+            return _known_only(conversation, using, pk, known)
+        planned = plan_append(pk, [m for m, _ in fresh], [s for _, s in fresh])
+        done = store.apply(using, planned, functools.partial(_finish, using, planned))
+        if done is not None:
+            saved, rows = done
+            if isinstance(conversation, Conversation):
+                copy_state(conversation, saved)
+            return _with_known(using, rows, known)
+        known = _stored_ids(using, pk, messages)
+    raise WriteConflict("other writers kept storing these message ids first; retry the write")
 
-    def finish(applied: Applied) -> tuple[Conversation, list[DisplayMessage]]:
-        saved = conversation_instance(using, applied.conversation)
-        rows = display_instances(using, saved, planned, applied)
-        announce(saved, using, saved.last_event_seq, created=rows)
-        return saved, rows
 
-    done = store.apply(using, planned, finish)
-    if done is None:
-        return None
+#: How many times :func:`append` plans a batch before it gives up (each lost race re-plans).
+ATTEMPTS: Final = 3
+
+
+def _finish(
+    using: str, planned: Plan, applied: Applied
+) -> tuple[Conversation, list[DisplayMessage]]:
+    """Inside the write's transaction: the instances and the announcement (frame log, signals)."""
+    saved = conversation_instance(using, applied.conversation)
+    rows = display_instances(using, saved, planned, applied)
+    announce(saved, using, saved.last_event_seq, created=rows)
+    return saved, rows
+
+
+def _stored_ids(using: str, pk: uuid.UUID, messages: list[NormalizedMessage]) -> dict[str, int]:
+    """The ids of ``messages`` stored in the conversation (-> record row pk), read once a plan's
+    guard failed; ``ConversationNotFound`` when there is no such conversation."""
+    ids = [m.message_id for m in messages]
+    stored = dict(
+        Message.objects.using(using)
+        .filter(conversation_id=pk, message_id__in=ids)
+        .values_list("message_id", "pk")
+    )
+    if not stored and not Conversation.objects.using(using).filter(pk=pk).exists():
+        raise ConversationNotFound(f"no conversation {pk}")
+    return stored
+
+
+def _with_known(
+    using: str, rows: list[DisplayMessage], known: dict[str, int]
+) -> list[DisplayMessage]:
+    """``rows`` with the display rows of the already stored messages ``known``, by ``seq``."""
+    if not known:
+        return rows
+    existing = (
+        DisplayMessage.objects.using(using)
+        .filter(message_id__in=known.values())
+        .select_related("tool_call")
+    )
+    return sorted([*rows, *existing], key=lambda row: row.seq)
+
+
+def _known_only(
+    conversation: ConversationRef, using: str, pk: uuid.UUID, known: dict[str, int]
+) -> list[DisplayMessage]:
+    """Every message of the batch was stored already: nothing is written; their rows, and a
+    Conversation instance passed in refreshed."""
     if isinstance(conversation, Conversation):
-        copy_state(conversation, done[0])
-    rows: list[DisplayMessage] = done[1]
-    return rows
+        conversation.refresh_from_db(using=using)
+    return _with_known(using, [], known)
 
 
 def conversation_instance(using: str, values: dict[str, Any]) -> Conversation:
