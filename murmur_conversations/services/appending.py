@@ -353,22 +353,7 @@ def save_messages(
     Raises ``InvalidContent`` (with the message index) before writing anything,
     ``ConversationNotFound``, ``WriteConflict``.
     """
-    limit = app_settings.max_content_bytes
-    normalized: list[NormalizedMessage] = []
-    for index, message in enumerate(check_items(messages, what="messages")):
-        if isinstance(message, NormalizedMessage):
-            if message.checked_limit != limit:  # built by hand, or checked against another limit
-                raise InvalidContent(
-                    f"message {index}: a NormalizedMessage is taken only as "
-                    "messages.normalize_message returned it with MAX_CONTENT_BYTES; "
-                    "pass the message dict instead"
-                )
-            normalized.append(message)
-            continue
-        try:
-            normalized.append(normalize_message(message, max_content_bytes=limit))
-        except InvalidContent as error:
-            raise InvalidContent(f"message {index}: {error}") from error
+    normalized = _normalized(messages)
     stamps = _message_times(normalized, times)
     records = [] if source_records is None else check_items(source_records, what="source_records")
     using = router.db_for_write(Conversation)
@@ -394,6 +379,18 @@ def save_messages(
             if isinstance(conversation, Conversation):
                 copy_state(conversation, done[0])
             return done[1]
+    return _append_generally(conversation, normalized, source, records, stamps)
+
+
+def _append_generally(
+    conversation: ConversationRef,
+    normalized: list[NormalizedMessage],
+    source: str | None,
+    records: list[dict[str, Any]],
+    stamps: dict[int, datetime | None],
+) -> list[DisplayMessage]:
+    """The general path of :func:`save_messages`: lock, read the state the batch needs (known
+    ids, calls, held results), write it, and return the rows of every given message."""
     # Tool calls change a child's steps, which its parent shows: lock the parent first then.
     calls = any(m.calls for m in normalized if not m.injected)
     with writing(conversation, parent=calls) as write:
@@ -431,6 +428,29 @@ def save_messages(
                 key=lambda row: row.seq,
             )
     return rows
+
+
+def _normalized(messages: Iterable[dict[str, Any] | NormalizedMessage]) -> list[NormalizedMessage]:
+    """Each message normalized (``messages.normalize_message``), or taken as it is when it is what
+    ``normalize_message`` returned with ``MAX_CONTENT_BYTES``; ``InvalidContent`` (with the
+    message's index) otherwise."""
+    limit = app_settings.max_content_bytes
+    normalized: list[NormalizedMessage] = []
+    for index, message in enumerate(check_items(messages, what="messages")):
+        if isinstance(message, NormalizedMessage):
+            if message.checked_limit != limit:  # built by hand, or checked against another limit
+                raise InvalidContent(
+                    f"message {index}: a NormalizedMessage is taken only as "
+                    "messages.normalize_message returned it with MAX_CONTENT_BYTES; "
+                    "pass the message dict instead"
+                )
+            normalized.append(message)
+            continue
+        try:
+            normalized.append(normalize_message(message, max_content_bytes=limit))
+        except InvalidContent as error:
+            raise InvalidContent(f"message {index}: {error}") from error
+    return normalized
 
 
 def _message_times(
