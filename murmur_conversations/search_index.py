@@ -181,16 +181,25 @@ _PG_STRING_PATHS: Final = (
 _PG_SHORT_ESCAPES: Final = {'"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-def _pg_unescape_sql(text: str) -> str:
+#: Characters of a jsonb array's text read before unescaping: an escape is at most 6 characters
+#: (``\u001f``) for one, so the first ``6 * TOOL_CHARS`` characters (and a partial escape after
+#: them) hold every character the cut keeps, and no pass reads the rest of a long text.
+_PG_ESCAPED_CHARS: Final = 6 * TOOL_CHARS + 8
+
+
+def _pg_unescape_sql(text: str, *, controls: bool) -> str:
     """The JSON text ``text`` (the inside of jsonb string output) as the string it spells. A
     backslash that is itself escaped is set apart first as ``\\x`` (after it, a backslash only
-    starts an escape, and ``\\x`` is none), then the escapes are read, then ``\\x`` back."""
+    starts an escape, and ``\\x`` is none), then the escapes are read, then ``\\x`` back.
+    ``controls``: also read the ``\\u00xx`` escapes (26 more passes over the text); without
+    them the result is exact only for a text that has none."""
     text = f"replace({text}, '\\\\', '\\x')"
     for letter, character in _PG_SHORT_ESCAPES.items():
         text = f"replace({text}, '\\{letter}', {_pg_char(character)})"
-    for code in range(1, 32):
-        if chr(code) not in _PG_SHORT_ESCAPES.values():
-            text = f"replace({text}, '\\u{code:04x}', chr({code}))"
+    if controls:
+        for code in range(1, 32):
+            if chr(code) not in _PG_SHORT_ESCAPES.values():
+                text = f"replace({text}, '\\u{code:04x}', chr({code}))"
     return f"replace({text}, '\\x', '\\')"
 
 
@@ -202,21 +211,29 @@ def _pg_strings(value: str) -> str:
     """The string values inside the jsonb ``value`` (:data:`_PG_STRING_PATHS`), joined by
     spaces, then cut to :data:`TOOL_CHARS`: one expression, no subquery (so it can be a generated
     column's, and costs no per-row function call). The strings are gathered into one jsonb array,
-    whose text ``["a", "b"]`` loses its brackets, turns each ``", "`` (which inside a string is
-    always written ``\\", \\"``) into a space, and is unescaped."""
+    whose text ``["a", "b"]`` loses its brackets and all but its first
+    :data:`_PG_ESCAPED_CHARS` characters, turns each ``", "`` (which inside a string is always
+    written ``\\", \\"``) into a space, and is unescaped; the ``\\u00xx`` escapes of control
+    characters only when the text of ``value`` has one (the same escapes: else they are 26
+    passes over every text for characters it hardly ever holds)."""
     gathered = " || ".join(
         f"jsonb_path_query_array({value}, '{path}')" for path in _PG_STRING_PATHS
     )
-    inside = f"left(substr(({gathered})::text, 3), -2)"
-    joined = _pg_unescape_sql(f"replace({inside}, '\", \"', ' ')")
-    return f"left(coalesce({joined}, ''), {TOOL_CHARS})"
+    inside = f"left(left(substr(({gathered})::text, 3), {_PG_ESCAPED_CHARS}), -2)"
+    joined = f"replace({inside}, '\", \"', ' ')"
+    return (
+        f"left(coalesce(CASE WHEN strpos(({value})::text, '\\u00') > 0 "
+        f"THEN {_pg_unescape_sql(joined, controls=True)} "
+        f"ELSE {_pg_unescape_sql(joined, controls=False)} END, ''), {TOOL_CHARS})"
+    )
 
 
 def pg_text_sql(content_type: str, content: str, metadata: str) -> str:
     """The searchable text of a display row, as one PostgreSQL expression over these column
     expressions: no subquery and no function of ours, so it can be the generated column's
-    expression and costs nothing but its built-in calls (a SQL function with a subquery is never
-    inlined: it cost 0.38 ms of a 0.8 ms display insert)."""
+    expression and costs nothing but its built-in calls (the SQL function that computed it until
+    migration 0015 had a subquery, so PostgreSQL never inlined it and planned its body again in
+    every statement that inserted a display row)."""
     return f"""CASE
   WHEN {content_type} IN {_TEXT_TYPES} THEN left(coalesce({content} ->> 'text', ''), {TEXT_CHARS})
   WHEN {content_type} = 'tool_call' THEN

@@ -6,7 +6,7 @@ PostgreSQL never inlines such a function. The column's expression is now written
 subquery (``search_index.pg_text_sql``). Here the old body, kept below as the reference, is
 evaluated beside the stored column for a varied set of rows: escapes, control characters,
 backslashes, quotes, the ``", "`` that separates array elements in jsonb's text, CJK, skipped
-keys, nesting, texts longer than the cuts.
+keys, nesting, texts longer than the cuts (the array's text is cut before it is unescaped).
 """
 
 from __future__ import annotations
@@ -90,6 +90,11 @@ def _rows(conversation: Conversation) -> list[DisplayMessage]:
         ("assistant", "image", {"text": "not searched"}, {}),
         ("tool", "tool_result", {"content": ["word"] * 5_000}, {}),
         ("assistant", "tool_call", {}, {}),
+        # Past the cuts, with escapes where the text is cut before it is unescaped.
+        ("tool", "tool_result", {"content": ["\x01" * 17_000, "tail words"]}, {}),
+        ("tool", "tool_result", {"content": ['"\\' * 60_000, "tail"]}, {}),
+        ("assistant", "tool_call", {"arguments": {"a": "y" * 98_300 + "\n" * 10, "b": "\x1f"}}, {}),
+        ("assistant", "tool_call", {"arguments": {"id": "\x01", "command": "ls \\n -la"}}, {}),
     ]
     return [
         DisplayMessage(
@@ -123,7 +128,7 @@ def test_stored_vectors_equal_the_reference_function(
             [conversation.pk],
         )
         compared = cursor.fetchall()
-    assert len(compared) == 306
+    assert len(compared) == 310
     differing = [(pk, json.dumps(content)[:200]) for pk, same, _v, content in compared if not same]
     assert differing == []
     assert [pk for pk, _same, same_vector, _c in compared if not same_vector] == []
