@@ -3,6 +3,11 @@ representations so REST and websockets agree. Core, not part of ``realtime``: th
 each event's frames inside its transaction for the frame log (docs/websocket.md "The frame log"),
 and the realtime receivers send those same frames.
 
+A frame is encoded once, by :func:`encode` (``jsonenc.encode``): that text is what the frame
+log stores (:func:`log_text`), what the channel layer carries (also across processes: Redis), and
+what every socket is sent as its text frame; nothing decodes and encodes it again on the way
+(:func:`logged_texts` splits a logged event back into its frames' texts without decoding them).
+
 Large values are capped: when the compact UTF-8 JSON of a row's ``content``, a ``result`` or an
 ``error`` (also inside a tool-call row's ``metadata``) exceeds :data:`MAX_VALUE_BYTES`, the value
 becomes null and the frame gets ``"truncated": true``; REST serves the whole value.
@@ -21,8 +26,52 @@ from murmur_conversations.representations import display_row, summary_row
 
 Frame = dict[str, Any]
 
+#: Between two frames in the frame log's text, and around them: compact JSON text never holds a
+#: raw line feed, so the texts come back by splitting (and the whole is still a JSON list).
+_LOG_OPEN: Final = "[\n"
+_LOG_JOIN: Final = ",\n"
+_LOG_CLOSE: Final = "\n]"
+
 #: Largest compact UTF-8 JSON of one capped value, in bytes (docs/websocket.md).
 MAX_VALUE_BYTES: Final = 65_536
+
+
+def encode(frame: Frame) -> str:
+    """THE encoding of a frame: its compact JSON text (``jsonenc.encode``, orjson), made once per
+    frame, stored, carried and sent as it is. Raises what ``jsonenc.encode`` raises."""
+    return jsonenc.encode(frame).decode("utf-8")
+
+
+def log_text(texts: list[str]) -> str:
+    """The frame log's ``frames`` text of one event's frame texts (:func:`encode`), in order: the
+    JSON list of the frames, one a line (``"[]"`` for none)."""
+    if not texts:
+        return "[]"
+    return _LOG_OPEN + _LOG_JOIN.join(texts) + _LOG_CLOSE
+
+
+def logged_texts(text: str) -> list[str]:
+    """The frame texts of a frame log ``frames`` text, in order: :func:`log_text` undone by
+    splitting, nothing decoded. Any other JSON list of frames (a row written before the log held
+    one frame a line) is decoded and each frame encoded. Raises ``ValueError`` for text that is
+    not a JSON list."""
+    if text == "[]":
+        return []
+    if text.startswith(_LOG_OPEN) and text.endswith(_LOG_CLOSE):
+        return text[len(_LOG_OPEN) : -len(_LOG_CLOSE)].split(_LOG_JOIN)
+    listed = jsonenc.loads(text)
+    if not isinstance(listed, list):
+        raise ValueError("the frame log's frames are not a JSON list")
+    return [encode(frame) for frame in listed]
+
+
+def kind_of(text: str) -> str | None:
+    """The ``type`` of a frame text (:func:`encode`: every frame's first key), without decoding
+    it; None when it does not start that way."""
+    if not text.startswith('{"type":"'):
+        return None
+    end = text.find('"', 9)
+    return None if end < 0 else text[9:end]
 
 
 def _too_big(value: Any) -> bool:

@@ -51,23 +51,40 @@ def dumps(value: Any, *, allow_non_finite: bool = False) -> str:
 
 #: orjson's spelling of floats below 1e-4 in magnitude differs from :func:`dumps`' (``0.00001``
 #: and ``1e-7`` where Python writes ``1e-05`` and ``1e-07``); every other float is spelled alike.
-#: Output that may hold one (``.0000`` or a digit before ``e-`` anywhere, also inside a string) is
-#: written by :func:`dumps` instead (:func:`_respelled`).
-_SMALL: Final = b".0000"
-_EXPONENT: Final = b"e-"
+#: Output holding a number with ``e-`` or ``.0000`` is written by :func:`dumps` instead
+#: (:func:`_respelled`).
+_MARKS: Final = (b"e-", b".0000")
+_NUMBER: Final = frozenset(b"0123456789.eE+-")
+_BEFORE_NUMBER: Final = frozenset(b":,[")
+_AFTER_NUMBER: Final = frozenset(b",]}")
 
 
 def _respelled(text: bytes) -> bool:
-    """Whether orjson's ``text`` may spell a float otherwise than :func:`dumps` (substring
-    searches only: a regular expression over a page body costs more than encoding it)."""
-    if _SMALL in text:
-        return True
-    at = text.find(_EXPONENT)
-    while at > 0:
-        if 48 <= text[at - 1] <= 57:  # a digit, then e-
-            return True
-        at = text.find(_EXPONENT, at + 2)
+    """Whether orjson's compact ``text`` may spell a float otherwise than :func:`dumps`: it holds
+    ``e-`` or ``.0000`` inside a number (substring searches, then a look at the run of number
+    characters around each find: a regular expression over a page body costs more than encoding
+    it). Inside a string such a run is seldom delimited as a number is (a uuid's ``3e-8`` is
+    not); when it is, the text is merely written by :func:`dumps`."""
+    for mark in _MARKS:
+        at = text.find(mark)
+        while at >= 0:
+            if _in_number(text, at):
+                return True
+            at = text.find(mark, at + len(mark))
     return False
+
+
+def _in_number(text: bytes, at: int) -> bool:
+    """Whether the run of number characters around ``text[at]`` stands where compact JSON puts a
+    number: after ``:``, ``,``, ``[`` or the start, before ``,``, ``]``, ``}`` or the end."""
+    start, end, size = at, at, len(text)
+    while start > 0 and text[start - 1] in _NUMBER:
+        start -= 1
+    while end < size and text[end] in _NUMBER:
+        end += 1
+    return (start == 0 or text[start - 1] in _BEFORE_NUMBER) and (
+        end == size or text[end] in _AFTER_NUMBER
+    )
 
 
 #: Types orjson would write that :func:`dumps` refuses: handed to ``_refuse`` (TypeError).

@@ -7,7 +7,9 @@ nothing is sent for a write that rolled back. ``sender`` is always the ``Convers
 With ``FRAME_LOG`` on (docs/websocket.md "The frame log") the services build each event's frames
 once, inside the transaction: ``conversation_saved`` then also carries ``frames`` (the
 conversation stream's frames of the event) and ``sidebar`` (the owner's ``conversation_saved``
-frame), and the event's other signals carry ``logged=True``. Receivers of your own can ignore both.
+frame), each also as the text it was encoded to once (``frame_texts``: a list of str,
+``sidebar_text``: a str; ``frames.encode``), and the event's other signals carry ``logged=True``.
+Receivers of your own can ignore them all.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ and wakes only the sockets whose stream moved.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import Settings
 
-from murmur_conversations import frames, services
+from murmur_conversations import frames, jsonenc, services
 from murmur_conversations.models import Conversation, FrameLogEntry
 from murmur_conversations.realtime import broadcast, reads
 from murmur_conversations.realtime.poller import poller_for
@@ -355,3 +356,51 @@ async def test_a_poller_that_could_not_start_starts_at_its_next_tick(
     frame = await socket.receive_json_from(timeout=TIMEOUT)
     assert frame["message"]["content"] == {"text": "after the restart"}
     await socket.disconnect()
+
+
+async def test_each_frame_is_encoded_once_for_the_log_and_every_socket(
+    private_layer: dict[str, Any], user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One write, five sockets: each of its frames is encoded once (``frames.encode``), and
+    every socket is sent exactly the text the frame log holds, on the process-local layer and
+    through Redis alike."""
+    conversation = await db_async(services.start_conversation)(owner=user, title="once")
+    sockets = [await connect(f"ws/conversations/{conversation.pk}/", user) for _ in range(3)]
+    for socket in sockets:
+        assert (await socket.receive_json_from(timeout=TIMEOUT))["type"] == "snapshot"
+    sidebars = [await connect("ws/conversations/", user) for _ in range(2)]
+    encoded: list[Any] = []
+    real = jsonenc.encode
+
+    def counting(value: Any) -> bytes:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(jsonenc, "encode", counting)
+    await db_async(services.save_message)(
+        conversation=conversation, message={"role": "user", "content": "héllo ✓ 1e-05"}
+    )
+    texts = [await socket.receive_from(timeout=TIMEOUT) for socket in sockets]
+    saved = [await sidebar.receive_from(timeout=TIMEOUT) for sidebar in sidebars]
+    # the conversation stream's one frame and the sidebar's: once each, not once a socket
+    assert [value["type"] for value in encoded] == ["display_message_saved", "conversation_saved"]
+    row = await db_async(FrameLogEntry.objects.get)(conversation_id=conversation.pk, event_seq=1)
+    assert texts == frames.logged_texts(row.frames) * 3
+    assert saved == [row.sidebar] * 2
+    assert json.loads(row.frames) == [json.loads(texts[0])]
+    assert texts[0] == jsonenc.dumps(json.loads(texts[0]))  # the spelling of jsonenc.dumps
+    for socket in [*sockets, *sidebars]:
+        await socket.disconnect()
+
+
+def test_the_logged_text_is_a_json_list_split_back_without_decoding() -> None:
+    texts = [frames.encode({"type": "a", "x": "line\nfeed,\n"}), frames.encode({"type": "b"})]
+    logged = frames.log_text(texts)
+    assert json.loads(logged) == [json.loads(text) for text in texts]
+    assert frames.logged_texts(logged) == texts
+    assert frames.log_text([]) == "[]" and frames.logged_texts("[]") == []
+    # a row written as one compact JSON list (before one frame a line) is read all the same
+    assert frames.logged_texts(jsonenc.dumps([json.loads(t) for t in texts])) == texts
+    assert [frames.kind_of(text) for text in texts] == ["a", "b"]
+    with pytest.raises(ValueError, match="not a JSON list"):
+        frames.logged_texts('{"type":"a"}')

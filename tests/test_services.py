@@ -78,7 +78,7 @@ def captured() -> Iterator[Captured]:
         def receiver(
             sender: object, signal: object = None, _name: str = name, **kwargs: Any
         ) -> None:
-            plumbing = ("frames", "sidebar", "logged")
+            plumbing = ("frames", "sidebar", "frame_texts", "sidebar_text", "logged")
             events.append((_name, {k: v for k, v in kwargs.items() if k not in plumbing}))
 
         getattr(signals, name).connect(receiver, weak=False)

@@ -14,8 +14,8 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
+from murmur_conversations.frames import encode
 from murmur_conversations.outage import unavailable
 from murmur_conversations.realtime import access, layer_is_process_local, reads
 from murmur_conversations.realtime.access import Access
@@ -65,15 +65,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await super().send_json(content, close=close)
 
     async def send_text(self, text: str) -> None:
-        """Send a frame already encoded by :meth:`encode_json`, unless the socket is closed."""
+        """Send a frame already encoded (``frames.encode``: the text a layer message carries) as
+        it is, as a text frame, unless the socket is closed."""
         if not self.closed:
             await self.send(text_data=text)
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
-        """Frames are :func:`jsonenc.dumps` text: the value cap of ``frames`` is measured on
-        exactly these bytes (docs/websocket.md)."""
-        return jsonenc.dumps(content)
+        """Frames built for this socket alone (a snapshot, a replay) are ``frames.encode`` text,
+        as every other frame: the value cap of ``frames`` is measured on exactly these bytes
+        (docs/websocket.md)."""
+        return encode(content)
 
     # ------------------------------------------------------------------ connection
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from murmur_conversations import frames, services
+from murmur_conversations import frames, jsonenc, services
 from murmur_conversations.exceptions import ConversationNotFound, WriteConflict
 from murmur_conversations.models import AccessSurface, Conversation
 from murmur_conversations.realtime import access, reads
@@ -197,41 +197,39 @@ class ConversationConsumer(LiveConsumer):
         async with self.lock:
             if event_seq <= self.last_seen:
                 return  # already covered by the snapshot, the replay or a gap fill
-            # The access check runs while the frames are encoded; nothing goes out before it
-            # answers (docs/security.md).
+            # The frames come encoded (``frames.encode``, once for every socket); nothing goes
+            # out before the access check answers (docs/security.md).
             check = self.start_confirming(message.get("at"))
-            outgoing = message.get("frames", ())
-            texts = [await self.encode_json(frame) for frame in outgoing]
+            texts = message.get("frames", ())
             if not await self.finish_confirming(check):
                 return  # lost access: closed, nothing of this event goes out
             if event_seq > self.last_seen + 1:
                 await self.fill()
                 if self.closed or event_seq <= self.last_seen:
                     return
-            await self.deliver(event_seq, outgoing, texts)
+            await self.deliver(event_seq, texts)
 
-    async def deliver(
-        self, event_seq: int, frames_of_event: Any, texts: list[str] | None = None
-    ) -> None:
-        """Send the frames of one event (``texts``: their encodings, when already made) and move
-        ``last_seen`` to it (the lock is held); nothing once the socket closed."""
+    async def deliver(self, event_seq: int, texts: Any) -> None:
+        """Send the frame texts of one event as they are and move ``last_seen`` to it (the lock
+        is held); nothing once the socket closed. Only a ``status_changed`` or
+        ``conversation_updated`` frame is decoded (what a gap fill compares with is kept)."""
         if self.closed:
             return
-        for index, frame in enumerate(frames_of_event):
-            if frame.get("type") == "status_changed":
+        for text in texts:
+            kind = frames.kind_of(text)
+            if kind == "status_changed":
+                frame = jsonenc.loads(text)
                 self.status = (frame.get("status", ""), frame.get("pending"))
-            if frame.get("type") == "conversation_updated":
+            elif kind == "conversation_updated":
+                frame = jsonenc.loads(text)
                 self.title = frame.get("conversation", {}).get("title", self.title)
-            if texts is None:
-                await self.send_json(frame)
-            else:
-                await self.send_text(texts[index])
+            await self.send_text(text)
         self.last_seen = event_seq
 
     async def murmur_delta(self, message: dict[str, Any]) -> None:
         """Ephemeral streamed text: forwarded once access is confirmed."""
         if not self.closed and await self.confirmed(message.get("at")):
-            await self.send_json(message["frame"])
+            await self.send_text(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """The conversation was deleted."""
@@ -268,11 +266,11 @@ class UserStreamConsumer(LiveConsumer):
         if not await self.confirmed(message.get("at")):
             return
         self.sent[conversation_id] = event_seq
-        await self.send_json(message["frame"])
+        await self.send_text(message["frame"])
 
     async def murmur_deleted(self, message: dict[str, Any]) -> None:
         """``conversation_deleted``."""
         if not await self.confirmed(message.get("at")):
             return
-        self.sent.pop(str(message["frame"].get("conversation_id")), None)
-        await self.send_json(message["frame"])
+        self.sent.pop(str(message.get("conversation_id")), None)
+        await self.send_text(message["frame"])

@@ -27,9 +27,8 @@ from typing import Any, Final
 
 from channels.db import database_sync_to_async
 
-from murmur_conversations import jsonenc
 from murmur_conversations.conf import app_settings
-from murmur_conversations.frames import deleted_frame, process_origin
+from murmur_conversations.frames import deleted_frame, encode, logged_texts, process_origin
 from murmur_conversations.realtime import reads
 from murmur_conversations.realtime.groups import group_name
 
@@ -164,7 +163,11 @@ class FramePoller:
         watched = row.conversation_id in self.conversations
         owner_watched = bool(row.owner) and row.owner in self.owners
         if row.deleted:
-            message = {"type": "murmur.deleted", "frame": deleted_frame(row.conversation_id)}
+            message = {
+                "type": "murmur.deleted",
+                "conversation_id": conversation_id,
+                "frame": encode(deleted_frame(row.conversation_id)),
+            }
             if watched:
                 await self._send(group_name("conversation", row.conversation_id), message)
             if owner_watched:
@@ -176,7 +179,7 @@ class FramePoller:
                 {
                     "type": "murmur.events",
                     "event_seq": row.event_seq,
-                    "frames": jsonenc.loads(row.frames),
+                    "frames": logged_texts(row.frames),
                 },
             )
         if owner_watched and row.sidebar:
@@ -186,7 +189,7 @@ class FramePoller:
                     "type": "murmur.sidebar",
                     "conversation_id": conversation_id,
                     "event_seq": row.event_seq,
-                    "frame": jsonenc.loads(row.sidebar),
+                    "frame": row.sidebar,
                 },
             )
 

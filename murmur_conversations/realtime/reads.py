@@ -13,8 +13,7 @@ from typing import Any, Final
 
 from django.db.models import Case, F, Q, When
 
-from murmur_conversations import jsonenc
-from murmur_conversations.frames import Frame
+from murmur_conversations.frames import logged_texts
 from murmur_conversations.models import Conversation, DisplayMessage, FrameKind, FrameLogEntry
 
 #: More changed rows than this after ``since`` (or in a gap): one ``resync`` instead (docs/websocket.md).
@@ -140,9 +139,10 @@ def frame_log_after(
     return [Logged(*row) for row in rows]
 
 
-def logged_events(pk: uuid.UUID, *, after: int, upto: int) -> list[tuple[int, list[Frame]]] | None:
-    """The logged frames of the conversation's events ``(after, upto]``, by event_seq, or None
-    when the log no longer holds every one of them (pruned, or written with the log off)."""
+def logged_events(pk: uuid.UUID, *, after: int, upto: int) -> list[tuple[int, list[str]]] | None:
+    """The logged frame texts (``frames.logged_texts``) of the conversation's events ``(after,
+    upto]``, by event_seq, or None when the log no longer holds every one of them (pruned, or
+    written with the log off)."""
     if upto - after > RESYNC_ROWS:
         return None
     rows = list(
@@ -156,9 +156,10 @@ def logged_events(pk: uuid.UUID, *, after: int, upto: int) -> list[tuple[int, li
         .order_by("event_seq", "id")
         .values_list("event_seq", "frames")
     )
-    events: dict[int, list[Frame]] = {}
+    events: dict[int, list[str]] = {}
     for event_seq, text in rows:
-        events.setdefault(event_seq, jsonenc.loads(text))
+        if event_seq not in events:
+            events[event_seq] = logged_texts(text)
     if len(events) != upto - after:
         return None
     return sorted(events.items())

@@ -6,6 +6,10 @@ and event_seq) and publish them as ONE message on the conversation group when
 ``conversation_saved`` arrives, so consumers see every event_seq exactly once and can spot a gap.
 The sidebar, deletion, delta and authentication receivers publish directly. Nothing here blocks:
 ``Broadcaster.publish`` only queues. Connected by ``apps.py`` when Channels is installed.
+
+Layer messages carry frames as their text (``frames.encode``, once per frame: the frame log's
+own texts when it is on), so neither a layer nor a consumer encodes a frame again: every socket
+is sent those texts as they are, and Redis carries strings, not nested dicts.
 """
 
 from __future__ import annotations
@@ -166,32 +170,34 @@ def on_conversation_saved(
     *,
     conversation: Conversation,
     event_seq: int,
-    frames: list[Frame] | None = None,
-    sidebar: Frame | None = None,
+    frame_texts: list[str] | None = None,
+    sidebar_text: str | None = None,
     **_: Any,
 ) -> None:
-    """Publish the call's frames (even none: the event_seq itself is news) to the conversation
-    group, and ``conversation_saved`` to the owner's sidebar. ``frames`` and ``sidebar``, when
-    given, are those the write logged (docs/websocket.md "The frame log"): sent as they are, so a
-    socket gets the same frames whichever process wrote."""
+    """Publish the call's frame texts (even none: the event_seq itself is news) to the
+    conversation group, and ``conversation_saved`` to the owner's sidebar. ``frame_texts`` and
+    ``sidebar_text``, when given, are those the write logged (docs/websocket.md "The frame log"):
+    sent as they are, so a socket gets the same bytes whichever process wrote; else the frames
+    collected from this call's signals are encoded here, once."""
     broadcaster = get_broadcaster()
     collected = _take(conversation.pk, event_seq)
-    if frames is not None:
-        collected = frames
+    texts = [framing.encode(f) for f in collected] if frame_texts is None else frame_texts
     at = time.time()  # after the commit: a socket's access is confirmed by a later check
     if event_seq > 0:
         broadcaster.publish(
             group_name("conversation", conversation.pk),
-            {"type": "murmur.events", "event_seq": event_seq, "frames": collected, "at": at},
+            {"type": "murmur.events", "event_seq": event_seq, "frames": texts, "at": at},
         )
     if conversation.owner_id is not None:
+        if sidebar_text is None:
+            sidebar_text = framing.encode(framing.saved_frame(conversation, event_seq))
         broadcaster.publish(
             group_name("sidebar", conversation.owner_id),
             {
                 "type": "murmur.sidebar",
                 "conversation_id": str(conversation.pk),
                 "event_seq": event_seq,
-                "frame": sidebar or framing.saved_frame(conversation, event_seq),
+                "frame": sidebar_text,
                 "at": at,
             },
         )
@@ -205,7 +211,8 @@ def on_conversation_deleted(
     broadcaster = get_broadcaster()
     message = {
         "type": "murmur.deleted",
-        "frame": framing.deleted_frame(conversation_id),
+        "conversation_id": str(conversation_id),
+        "frame": framing.encode(framing.deleted_frame(conversation_id)),
         "at": time.time(),
     }
     broadcaster.publish(group_name("conversation", conversation_id), message)
@@ -221,7 +228,7 @@ def on_delta(
         group_name("conversation", conversation.pk),
         {
             "type": "murmur.delta",
-            "frame": framing.delta_frame(conversation.pk, stream_id, text),
+            "frame": framing.encode(framing.delta_frame(conversation.pk, stream_id, text)),
             "at": time.time(),
         },
     )

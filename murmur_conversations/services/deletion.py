@@ -22,6 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
+from murmur_conversations import frames as framing
 from murmur_conversations import jsonenc, search_index
 from murmur_conversations.exceptions import ConversationHeld
 from murmur_conversations.models import (
@@ -339,14 +340,18 @@ def _drop_child_frames(parent_pk: Any, child_pk: Any, using: str) -> None:
         conversation_id=parent_pk, frames__contains=child
     )
     for row in rows.only("id", "frames"):
-        frames = jsonenc.loads(row.frames)
-        scrubbed = [
-            {**frame, "child": {"id": child}}
-            if frame.get("type") == "child_updated"
-            and str((frame.get("child") or {}).get("id")) == child
-            else frame
-            for frame in frames
-        ]
-        if scrubbed != frames:
-            row.frames = jsonenc.dumps(scrubbed)
+        texts = framing.logged_texts(row.frames)
+        scrubbed = [_without_child(text, child) for text in texts]
+        if scrubbed != texts:
+            row.frames = framing.log_text(scrubbed)
             row.save(using=using, update_fields=["frames"])
+
+
+def _without_child(text: str, child: str) -> str:
+    """A logged frame's text, a ``child_updated`` of ``child`` with the child's id alone."""
+    if framing.kind_of(text) != "child_updated":
+        return text
+    frame = jsonenc.loads(text)
+    if str((frame.get("child") or {}).get("id")) != child:
+        return text
+    return framing.encode({**frame, "child": {"id": child}})

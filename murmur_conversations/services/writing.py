@@ -33,7 +33,7 @@ from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
 
-from murmur_conversations import frames, jsonenc, signals
+from murmur_conversations import frames, signals
 from murmur_conversations.conf import app_settings
 from murmur_conversations.exceptions import ConversationNotFound, InvalidContent, WriteConflict
 from murmur_conversations.models import (
@@ -52,8 +52,9 @@ ConversationRef = Conversation | uuid.UUID | str
 ROW_FIELDS: Final = ("status", "content", "metadata", "event_seq", "updated_at")
 #: The frame log is pruned after every this many logged writes of a process.
 FRAME_LOG_PRUNE_EVERY: Final = 256
-#: One frame-log row: conversation id, event_seq, kind, owner pk, frames, sidebar frame.
-LogEntry = tuple[uuid.UUID, int, int, Any, list[frames.Frame] | None, frames.Frame | None]
+#: One frame-log row: conversation id, event_seq, kind, owner pk, the frames' texts, the sidebar
+#: frame's text (``frames.encode``: each frame encoded once, here, for the log and every socket).
+LogEntry = tuple[uuid.UUID, int, int, Any, list[str] | None, str | None]
 
 
 def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
@@ -138,9 +139,10 @@ def announce(
     (``applying``) and the single statements announce through here, so their order cannot drift.
 
     With ``FRAME_LOG`` on (the default) the event's frames are built here, once, inside the
-    transaction: written to the frame log (one INSERT) and handed to the realtime receivers with
-    ``conversation_saved`` (``frames``, ``sidebar``), whose other signals then carry
-    ``logged=True`` (docs/websocket.md "The frame log")."""
+    transaction, and encoded once (``frames.encode``): those texts are written to the frame log
+    (one INSERT) and handed to the realtime receivers with ``conversation_saved`` (``frames``,
+    ``sidebar``, and their texts ``frame_texts``, ``sidebar_text``), whose other signals then
+    carry ``logged=True`` (docs/websocket.md "The frame log")."""
     rows = sorted(created, key=lambda row: row.seq)
     changed = sorted(updated, key=lambda row: row.seq)
     calls, children, children_deleted = list(calls), list(children), list(children_deleted)
@@ -158,9 +160,11 @@ def announce(
             children=children,
             children_deleted=children_deleted,
         )
-        sidebar = _log_saved(conversation, using, event_seq, built)
+        texts = [frames.encode(frame) for frame in built]
+        sidebar, sidebar_text = _log_saved(conversation, using, event_seq, texts)
         logged = {"logged": True}
         saved = {"frames": built, "sidebar": sidebar}
+        saved.update(frame_texts=texts, sidebar_text=sidebar_text)
     if rows:
         send_on_commit(
             signals.display_messages_saved,
@@ -229,8 +233,8 @@ def announce_saved(conversation: Conversation, using: str, event_seq: int) -> No
     the sidebar learns of it in every process (docs/websocket.md "The frame log")."""
     saved: dict[str, Any] = {}
     if app_settings.frame_log:
-        sidebar = _log_saved(conversation, using, event_seq, [] if event_seq > 0 else None)
-        saved = {"frames": [], "sidebar": sidebar}
+        sidebar, text = _log_saved(conversation, using, event_seq, [] if event_seq > 0 else None)
+        saved = {"frames": [], "sidebar": sidebar, "frame_texts": [], "sidebar_text": text}
     send_on_commit(
         signals.conversation_saved, using, conversation=conversation, event_seq=event_seq, **saved
     )
@@ -243,7 +247,7 @@ def announce_deleted(using: str, deleted: list[tuple[uuid.UUID, Any]]) -> None:
         _insert_frame_log(
             using,
             [
-                (pk, 0, FrameKind.DELETED, owner, None, frames.deleted_frame(pk))
+                (pk, 0, FrameKind.DELETED, owner, None, frames.encode(frames.deleted_frame(pk)))
                 for pk, owner in deleted
             ],
         )
@@ -252,16 +256,17 @@ def announce_deleted(using: str, deleted: list[tuple[uuid.UUID, Any]]) -> None:
 
 
 def _log_saved(
-    conversation: Conversation, using: str, event_seq: int, built: list[frames.Frame] | None
-) -> frames.Frame:
-    """Log one event of ``conversation`` (its stream's frames ``built``, None for none, and the
-    owner's ``conversation_saved``); returns that sidebar frame."""
+    conversation: Conversation, using: str, event_seq: int, texts: list[str] | None
+) -> tuple[frames.Frame, str]:
+    """Log one event of ``conversation`` (its stream's frame texts, None for none, and the
+    owner's ``conversation_saved``); returns that sidebar frame and its text."""
     sidebar = frames.saved_frame(conversation, event_seq)
+    text = frames.encode(sidebar)
     _insert_frame_log(
         using,
-        [(conversation.pk, event_seq, FrameKind.EVENT, conversation.owner_id, built, sidebar)],
+        [(conversation.pk, event_seq, FrameKind.EVENT, conversation.owner_id, texts, text)],
     )
-    return sidebar
+    return sidebar, text
 
 
 _logged_writes = itertools.count(1)
@@ -287,8 +292,8 @@ def _insert_frame_log(using: str, entries: list[LogEntry]) -> None:
             event_seq,
             int(kind),
             "" if owner is None else str(owner),
-            "" if built is None else jsonenc.dumps(built),
-            "" if sidebar is None else jsonenc.dumps(sidebar),
+            "" if built is None else frames.log_text(built),
+            "" if sidebar is None else sidebar,
             origin,
             now,
         ]
