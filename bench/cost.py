@@ -227,10 +227,10 @@ def _ours_plain(ctx: Context) -> Side:
 
 
 def _ours_turns(ctx: Context) -> Side:
-    from bench.write_kinds import _messages
+    from bench.write_kinds import message_maker
     from murmur_conversations import services
 
-    make = _messages()
+    make = message_maker()
 
     def start() -> Callable[[], object]:
         conversation = services.start_conversation(owner=ctx.owner, title="cost turn").pk
@@ -326,13 +326,13 @@ def _round_trip_rows(ctx: Context, writer: lean.LeanWriter) -> None:
     """Round trips per write outside a caller's transaction, counted on the wire."""
     from django.db import connections
 
-    from bench.write_kinds import _messages
+    from bench.write_kinds import message_maker
     from murmur_conversations import services
 
     connection = connections["default"]
     connection.ensure_connection()
     conversation = services.start_conversation(owner=ctx.owner, title="cost trips").pk
-    make = _messages()
+    make = message_maker()
     _save(conversation, make("user"))  # warm: first-use reads are not the write's
     with meter.round_trips(connection.connection) as plain:
         for _ in range(5):

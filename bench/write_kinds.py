@@ -166,7 +166,7 @@ def profile(track: Track, sizes: Sizes) -> Benchmark | None:
 # --------------------------------------------------------------------------- every kind
 
 
-def _messages() -> Callable[[str], dict[str, Any]]:
+def message_maker() -> Callable[[str], dict[str, Any]]:
     """Messages of the four kinds of the mixed workload, with tool calls and results paired."""
     counter = itertools.count()
     pending: list[str] = []
@@ -213,11 +213,11 @@ def _kind_operations(alias: str) -> dict[str, Callable[[], object]]:
 
     operations: dict[str, Callable[[], object]] = {}
     for kind in KINDS[:3]:
-        conv, make, key = _conversation(f"bench kind {kind}"), _messages(), _KIND_KEYS[kind]
+        conv, make, key = _conversation(f"bench kind {kind}"), message_maker(), _KIND_KEYS[kind]
         operations[kind] = lambda conv=conv, make=make, key=key: services.save_message(
             conversation=conv, message=make(key)
         )
-    result_conv, make = _conversation("bench kind tool result"), _messages()
+    result_conv, make = _conversation("bench kind tool result"), message_maker()
     for _ in range(50):  # open calls for every result the run saves, 100 per batch, unmeasured
         services.save_messages(
             conversation=result_conv, messages=[make("call") for _ in range(100)]
@@ -302,7 +302,7 @@ def kinds(track: Track, sizes: Sizes) -> Benchmark:
     variants.append(Variant(floor_name, floor, ops))
     mixed_kinds = itertools.cycle(["user", "assistant", "call", "result"])
     mixed_conv = _conversation("bench mixed")
-    make = _messages()
+    make = message_maker()
 
     from murmur_conversations import services
 

@@ -170,7 +170,7 @@ SKIPPED_KEYS: Final = (
 #: The jsonpaths whose string results, in this order, are "the strings inside" a jsonb value:
 #: the value itself, the strings in its arrays, the strings of its members but
 #: :data:`SKIPPED_KEYS` (``$.**`` walks every level).
-_PG_STRING_PATHS: Final = (
+PG_STRING_PATHS: Final = (
     'strict $ ? (@.type() == "string")',
     'strict $.** ? (@.type() == "array")[*] ? (@.type() == "string")',
     'strict $.** ? (@.type() == "object").keyvalue() ? '
@@ -208,7 +208,7 @@ def _pg_char(character: str) -> str:
 
 
 def _pg_strings(value: str) -> str:
-    """The string values inside the jsonb ``value`` (:data:`_PG_STRING_PATHS`), joined by
+    """The string values inside the jsonb ``value`` (:data:`PG_STRING_PATHS`), joined by
     spaces, then cut to :data:`TOOL_CHARS`: one expression, no subquery (so it can be a generated
     column's, and costs no per-row function call). The strings are gathered into one jsonb array,
     whose text ``["a", "b"]`` loses its brackets and all but its first
@@ -216,9 +216,7 @@ def _pg_strings(value: str) -> str:
     written ``\\", \\"``) into a space, and is unescaped; the ``\\u00xx`` escapes of control
     characters only when the text of ``value`` has one (the same escapes: else they are 26
     passes over every text for characters it hardly ever holds)."""
-    gathered = " || ".join(
-        f"jsonb_path_query_array({value}, '{path}')" for path in _PG_STRING_PATHS
-    )
+    gathered = " || ".join(f"jsonb_path_query_array({value}, '{path}')" for path in PG_STRING_PATHS)
     inside = f"left(left(substr(({gathered})::text, 3), {_PG_ESCAPED_CHARS}), -2)"
     joined = f"replace({inside}, '\", \"', ' ')"
     return (

@@ -315,6 +315,24 @@ def test_every_message_of_a_mutated_document_is_imported_kept_or_refused(
     assert_accounted(target, fmt, user, None)
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])  # agentfootprint takes envelopes only
+@pytest.mark.parametrize("document", [[], {"messages": []}])
+def test_a_document_without_messages_is_refused_by_name(
+    fmt: str, document: Any, user: User, tmp_path: Path
+) -> None:
+    """A one-document source with no message at all (an empty list) is one refusal that stderr
+    names, like any other refused line, not a refusal counted without a reason."""
+    target = tmp_path / "log.json"
+    target.write_text(json.dumps(document), "utf-8")
+    code, out, err = run(target, "--owner", user.username, "--format", fmt)
+    assert f"{target}:1: the document holds no message" in err, err
+    assert refusals(err, target)[0] == {"1"}
+    counts = summary_counts(out)
+    assert (counts["read"], counts["refused"], counts["imported"]) == (1, 1, 0)
+    assert code == 2 and not Conversation.objects.filter(owner=user).exists()
+
+
 FRONTENDS = ["vercel-ui", "ag-ui", "openai-items"]
 
 

@@ -29,7 +29,7 @@ def _reference_strings(value: str) -> str:
     """The strings inside the jsonb ``value`` as migrations 0006 to 0014 gathered them."""
     union = " UNION ALL ".join(
         f"SELECT v FROM jsonb_path_query({value}, '{path}') AS v"
-        for path in search_index._PG_STRING_PATHS
+        for path in search_index.PG_STRING_PATHS
     )
     return (
         f"left(coalesce((SELECT string_agg(s.v #>> '{{}}', ' ') FROM ({union}) AS s), ''), "

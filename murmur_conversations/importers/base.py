@@ -774,10 +774,13 @@ class _Writer:
     def refuse_unaccounted(self) -> None:
         """Refuse every line read that nothing came of (not imported, not kept, not refused by
         its parser), so no line is ever dropped silently; then total the ledger."""
+        reason = (
+            "the document holds no message"
+            if self.ledger.document
+            else "nothing was read from this line (not a record this format reads)"
+        )
         for line in self.ledger.unaccounted():
-            self.problem(
-                Problem(line, "nothing was read from this line (not a record this format reads)")
-            )
+            self.problem(Problem(line, reason))
         self.outcome.lines = self.ledger.counts()
         self.outcome.document = self.ledger.document
 

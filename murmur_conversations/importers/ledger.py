@@ -89,9 +89,12 @@ class Ledger:
 
     def unaccounted(self) -> list[int]:
         """The lines read that nothing came of: each must be refused (a line is never dropped
-        silently). None in a one-document source, whose lines are its messages' text."""
-        if self.document or self.first is None:
+        silently). In a one-document source, whose lines are its messages' text: its first line
+        when the document gave no message and nothing else was decided of it (an empty list)."""
+        if self.first is None:
             return []
+        if self.document:
+            return [] if self.entries or max(self.fates) != READ else [self.first]
         first = self.first
         return [first + i for i, fate in enumerate(self.fates) if fate == READ]
 

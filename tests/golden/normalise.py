@@ -33,7 +33,7 @@ from django.utils import timezone as real_timezone
 from murmur_conversations.models import Conversation
 
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-_REAL_NOW = real_timezone.now  # read before a test freezes the clock
+REAL_NOW = real_timezone.now  # read before a test freezes the clock
 
 #: Columns whose value is random or names this machine: (model, field).
 MASKED = {
@@ -121,7 +121,7 @@ class Normaliser:
         if abs(when - START) < timedelta(days=31):
             seconds = (when - START).total_seconds()
             return f"T{seconds:+g}"
-        if abs(when - _REAL_NOW()) < timedelta(days=2):
+        if abs(when - REAL_NOW()) < timedelta(days=2):
             return "<wall clock>"
         return when.isoformat()
 

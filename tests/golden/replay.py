@@ -22,7 +22,7 @@ from django.dispatch import Signal
 from murmur_conversations import services, signals
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.models import Conversation, DisplayMessage
-from tests.golden.normalise import _REAL_NOW as real_now
+from tests.golden.normalise import REAL_NOW as real_now
 from tests.golden.normalise import START, Normaliser, app_models, snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
