@@ -1,5 +1,5 @@
 """The REST pages answer byte for byte what they answered before their reads were fused into one
-statement and their bodies written by ``jsonenc.encode`` (tests/fixtures/page_bytes/).
+statement and their bodies written by ``jsonenc.encode`` (tests/page_bytes/).
 
 The fixture was recorded from the earlier implementation (``MURMUR_RECORD_PAGE_BYTES=1`` rewrites
 it; nothing else does). The conversation has a fixed id and fixed times, so cursors and times are
@@ -29,7 +29,7 @@ from tests.api_helpers import token_client, url
 
 pytestmark = pytest.mark.django_db
 
-FIXTURES = Path(__file__).parent / "fixtures" / "page_bytes"
+FIXTURES = Path(__file__).parent / "page_bytes"
 OWN = uuid.UUID("0b5c1c3e-8a51-4d59-9f0e-5b0c2f1a7e01")
 EMPTY = uuid.UUID("0b5c1c3e-8a51-4d59-9f0e-5b0c2f1a7e02")
 FOREIGN = uuid.UUID("0b5c1c3e-8a51-4d59-9f0e-5b0c2f1a7e03")
