@@ -21,6 +21,7 @@ HOSTILE = ("--", "", "\x00", "\udcff", "-1", "0", "9" * 40, "nan", "x" * 300, "2
 BASE: dict[str, dict[str, str]] = {
     "import_conversations": {"paths": "missing.jsonl", "--owner": "frank"},
     "export_conversation": {"conversation": "0190aaaa-0000-7000-8000-000000000000"},
+    "capture_report": {"folders": "."},  # the test's own empty folder, not $HOME's
 }
 
 
