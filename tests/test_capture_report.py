@@ -293,3 +293,26 @@ def test_bad_arguments_exit_2(home: Path, args: tuple[str, ...], message: str) -
     code, _out, err = report(*args)
     assert code == 2
     assert message in err
+
+
+def test_subagent_logs_are_listed_and_captured_with_their_session(home: Path, alice: User) -> None:
+    settings(home, 10)
+    session_file = session(home, SOON, 5)
+    side = Claude(session=SOON)
+    agent = write_jsonl(
+        session_file.with_suffix("") / "subagents" / "agent-a7f3.jsonl",
+        [
+            side.prompt("Count the packets", isSidechain=True, agentId="a7f3"),
+            side.answer("msg_s1", "Twelve", isSidechain=True, agentId="a7f3"),
+        ],
+    )
+    for path in (session_file, agent):
+        age(path, 5)
+    code, found = as_json()
+    assert code == 1
+    assert paths(found) == {session_file.name: False, agent.name: False}
+
+    imported(session_file, alice)  # brings its subagent log along
+    code, found = as_json()
+    assert code == 0
+    assert paths(found) == {session_file.name: True, agent.name: True}
