@@ -34,9 +34,11 @@ from murmur_conversations.importers import registry
 from murmur_conversations.logfilters import RedactQueryStrings
 from murmur_conversations.models import Conversation, DisplayMessage, Message, SourceRecord
 from murmur_conversations.redaction import Pieces, StoredPieces, redact
+from murmur_conversations.traces import otlp
 from tests.agentlog_lines import Claude, Codex, tool_use, write_jsonl
 from tests.api_helpers import token_client, url
 from tests.import_helpers import run, write_json, write_lines
+from tests.otlp_helpers import hex_id, json_lines, proto_frames
 
 pytestmark = pytest.mark.django_db
 
@@ -443,7 +445,52 @@ def _import_files(tmp: Path) -> list[Path]:
             ],
         )
     )
+    chat = [
+        otlp.Span(
+            hex_id(16, f"sweep {name}"),
+            hex_id(8, f"sweep {name}"),
+            "",
+            "chat gpt-test",
+            otlp.KIND_CLIENT,
+            1_757_238_723_000_000_000,
+            1_757_238_724_000_000_000,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-test",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {
+                                    "type": "tool_call",
+                                    "id": "c1",
+                                    "name": "sh",
+                                    "arguments": arguments,
+                                }
+                            ],
+                        }
+                    ]
+                ),
+            },
+        )
+        for name in ("json", "proto")
+    ]
+    files.append(write_lines(tmp / "traces.jsonl", json_lines(chat[:1]), end=""))
+    proto = tmp / "traces.otlp"
+    proto.write_bytes(proto_frames(chat[1:]))
+    files.append(proto)
     return files
+
+
+#: The files of _import_files that --format auto does not take as their format.
+NOT_DETECTED = {
+    "anthropic.json": ["--format", "anthropic"],
+    "traces.otlp": ["--format", "otlp-proto"],
+}
 
 
 def _plant_everywhere(user: User, tmp: Path, shared: list[str]) -> list[Conversation]:
@@ -533,7 +580,7 @@ def _plant_everywhere(user: User, tmp: Path, shared: list[str]) -> list[Conversa
     assert fork.status_code == 201, fork.content
     services.place_hold(conversation=chat, reason=_secret_text("aws-access-key"))
     for path in _import_files(tmp):
-        forced = ["--format", "anthropic"] if path.name == "anthropic.json" else []
+        forced = NOT_DETECTED.get(path.name, [])
         code, _out, err = run(path, "--owner", user.username, *forced)
         assert code == 0, err
         assert not leaks(err), err
