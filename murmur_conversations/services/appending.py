@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -584,18 +585,19 @@ def save_synthetic_message(
     )
     at = check_time(at, what="at")
     using = router.db_for_write(Conversation)
-    if not any(found.values()) and not any(found_in_metadata.values()) and singles.available(using):
-        saved = singles.save_synthetic_message(
-            conversation=conversation,
-            using=using,
-            message_type=message_type,
-            content_type=content_type,
-            content=content,
-            metadata={} if metadata is None else metadata,
-            now=at or timezone.now(),
-        )
-        if saved is not None:
-            return saved
+    counts = Counter(found) + Counter(found_in_metadata)
+    planned = plan.plan_synthetic(
+        conversation_pk(conversation),
+        message_type=message_type,
+        content_type=content_type,
+        content=content,
+        metadata=metadata or {},
+        at=at or timezone.now(),
+        redactions=dict(counts),
+    )
+    saved = applying.synthetic(conversation=conversation, using=using, planned=planned)
+    if saved is not None:
+        return saved
     with writing(conversation, at) as write:
         write.redactions.update(found)
         write.redactions.update(found_in_metadata)

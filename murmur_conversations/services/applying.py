@@ -118,6 +118,23 @@ def _known_only(
     return _with_known(using, [], known)
 
 
+def synthetic(*, conversation: ConversationRef, using: str, planned: Plan) -> DisplayMessage | None:
+    """Write the synthetic row of ``planned`` (``plan.plan_synthetic``) and return it; a
+    Conversation instance passed in is refreshed. None when the database has no backend.
+    Raises ``ConversationNotFound``, ``WriteConflict``."""
+    store = backends.backend(using)
+    if store is None:
+        return None
+    done = store.apply(using, planned, functools.partial(_finish, using, planned))
+    if done is None:  # no guard: only a missing conversation declines
+        raise ConversationNotFound(f"no conversation {planned.conversation}")
+    saved, rows = done
+    if isinstance(conversation, Conversation):
+        copy_state(conversation, saved)
+    row: DisplayMessage = rows[0]
+    return row
+
+
 def conversation_instance(using: str, values: dict[str, Any]) -> Conversation:
     """The Conversation loaded from ``using`` with these column values (``attname`` -> value)."""
     return Conversation.from_db(using, _CONVERSATION, [values[name] for name in _CONVERSATION])

@@ -200,3 +200,31 @@ def _usage(
         total = total + message.usage
         by_model = add_by_model(by_model, message.model, message.usage)
     return rows, (total.as_dict() if rows else {}), by_model
+
+
+def plan_synthetic(
+    conversation: uuid.UUID,
+    *,
+    message_type: str,
+    content_type: str,
+    content: dict[str, Any],
+    metadata: dict[str, Any],
+    at: datetime,
+    redactions: dict[str, int],
+) -> Plan:
+    """The plan of a display row that is not in the record (``save_synthetic_message``, its
+    arguments checked and redacted by the caller): one ``completed`` row stamped ``at``, one
+    event_seq, ``saved_at`` moved to ``at``, and the counts of the secrets replaced in it."""
+    part = DisplayPart(message_type, content_type, content, metadata)
+    return Plan(
+        conversation=conversation,
+        records=[],
+        displays=[_display_row(1, 0, part, at)],
+        usage=[],
+        transcript=0,
+        tokens={},
+        by_model={},
+        saved_at=at,
+        retained_at=retention_time(at),
+        redactions={name: n for name, n in redactions.items() if n > 0},
+    )

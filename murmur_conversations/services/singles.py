@@ -1,7 +1,7 @@
-"""Single-statement writes on PostgreSQL: a tool status move, a conversation status, a synthetic row.
+"""Single-statement writes on PostgreSQL: a tool status move, a conversation status.
 
 Each function here is the one-round-trip twin of a general-path service body (``tools``,
-``conversations``, ``appending``): one statement whose data-modifying CTEs lock and update the
+``conversations``): one statement whose data-modifying CTEs lock and update the
 conversation row (taking one event_seq, moving ``saved_at`` never backwards), change or insert the
 rows, and ``RETURNING`` everything the signals need. The signals go through ``writing.announce``,
 as on the general path. Each returns None when it **declines** (nothing was written): whatever is
@@ -363,69 +363,6 @@ def set_status(
     if saved is not None:
         _refresh(conversation, saved)
     return saved
-
-
-# --------------------------------------------------------------------------- synthetic rows
-
-
-@functools.cache
-def _synthetic_sql() -> str:
-    disp = DisplayMessage._meta.db_table
-    return f"""
-WITH c AS (
-  {_conversation_update(' "last_seq" = "last_seq" + 1,')}
-  WHERE "id" = %(conversation)s::uuid
-  RETURNING {statements.returning(Conversation)}
-), d AS (
-  INSERT INTO "{disp}" ("conversation_id", "message_id", "seq", "message_type", "content_type",
-                        "content", "status", "tool_call_id", "metadata", "created_event_seq",
-                        "event_seq", "created_at", "updated_at", "owner_feedback")
-  SELECT c."id", NULL, c."last_seq", %(message_type)s::varchar, %(content_type)s::varchar, %(content)s::jsonb,
-         '{ToolStatus.COMPLETED}', NULL, %(metadata)s::jsonb, c."last_event_seq",
-         c."last_event_seq", %(now)s::timestamptz, %(now)s::timestamptz, NULL
-  FROM c
-  RETURNING {statements.returning(DisplayMessage)}
-)
-SELECT c.*, d.* FROM c, d
-"""
-
-
-def save_synthetic_message(
-    *,
-    conversation: Any,
-    using: str,
-    message_type: str,
-    content_type: str,
-    content: dict[str, Any],
-    metadata: dict[str, Any],
-    now: datetime,
-) -> DisplayMessage | None:
-    """Insert a synthetic display row in one statement (``services.save_synthetic_message`` with
-    its arguments checked and redacted by the caller, nothing found to count); None when there is
-    no such conversation."""
-    params = {
-        "conversation": conversation_pk(conversation),
-        "message_type": message_type,
-        "content_type": content_type,
-        "content": jsonenc.dumps(content),
-        "metadata": jsonenc.dumps(metadata),
-        "now": now,
-        "kept": retention_time(now),
-    }
-
-    def work() -> tuple[Conversation, DisplayMessage] | None:
-        rows = run(using, _synthetic_sql(), params)
-        if not rows:
-            return None
-        n_conv = len(statements.columns(Conversation))
-        saved = statements.load(Conversation, using, rows[0][:n_conv])
-        row = statements.load(DisplayMessage, using, rows[0][n_conv:])
-        row.content, row.metadata = content, metadata  # as given: frames keep the writer's order
-        statements.relate(row, "conversation", saved)
-        announce(saved, using, saved.last_event_seq, created=[row])
-        return saved, row
-
-    return _written(conversation, using, work)
 
 
 def _written(
