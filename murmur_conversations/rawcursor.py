@@ -7,8 +7,9 @@ option says. Django's psycopg backend connects with ``prepare_threshold=None`` u
 a cursor made with ``prepare=True`` gives such a connection a threshold no count reaches
 (:data:`NEVER_BY_COUNT`, so Django's own queries are still never prepared) and prepares each of
 its statements at its first execution on the connection. The
-wrapper is Django's (query logging, ``execute_wrapper``, error translation), so a statement is
-one ordinary query to everything that counts queries (docs/write-path.md "Python out of the
+wrapper is Django's (query logging, ``execute_wrapper``, error translation; the logged text is
+the statement as written, placeholders and all), so a statement is one ordinary query to
+everything that counts queries (docs/write-path.md "Python out of the
 way").
 """
 
@@ -21,6 +22,21 @@ __all__ = ["server_side_cursor"]
 
 #: The ``prepare_threshold`` given to a connection that had none: no count of executions reaches it.
 NEVER_BY_COUNT: Final = 2**31 - 1
+
+
+@functools.cache
+def _debug_cursor() -> type[Any]:
+    """Django's ``CursorDebugWrapper`` logging each statement as written (``%(name)s``
+    placeholders, no values): Django reads the text it logs from the psycopg cursor's last query,
+    which psycopg 3.3 keeps for no statement executed with ``prepare=`` (it logged None)."""
+    from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+    class StatementDebugWrapper(CursorDebugWrapper):
+        def execute(self, sql: Any, params: Any = None) -> Any:
+            with self.debug_sql(sql, params):  # logs ``sql`` itself
+                return CursorWrapper.execute(self, sql, params)
+
+    return StatementDebugWrapper
 
 
 @functools.cache
@@ -59,5 +75,5 @@ def server_side_cursor(connection: Any, *, prepare: bool | None = None) -> Any:
         raw: psycopg.Cursor[Any] = kind(connection.connection)
         connection.validate_thread_sharing()
         if connection.queries_logged:
-            return connection.make_debug_cursor(raw)
+            return _debug_cursor()(raw, connection)
         return connection.make_cursor(raw)
