@@ -56,8 +56,7 @@ def server_side_cursor(connection: Any, *, prepare: bool | None = None) -> Any:
     """A Django cursor wrapper around a new server-side-binding ``psycopg.Cursor`` of the
     PostgreSQL ``connection`` (a Django database wrapper), connecting it first when needed.
     ``prepare`` True: every statement it executes is prepared on the server at its first
-    execution on the connection and reused after, whatever ``prepare_threshold`` says (except
-    while Django logs queries, which needs their text: DEBUG, ``CaptureQueriesContext``); False:
+    execution on the connection and reused after, whatever ``prepare_threshold`` says; False:
     never prepared, nor a prepared copy used (behind a transaction-mode PgBouncer); None: as
     the connection's ``prepare_threshold`` says. Raises Django's database errors; close it
     after use."""
@@ -67,10 +66,6 @@ def server_side_cursor(connection: Any, *, prepare: bool | None = None) -> Any:
     connection.ensure_connection()
     with connection.wrap_database_errors:
         kind: type[Any] = psycopg.Cursor
-        if prepare and connection.queries_logged:
-            # psycopg keeps no text of a prepared statement's execution, and Django's query log
-            # (DEBUG, CaptureQueriesContext) reads it: while queries are logged, none is prepared.
-            prepare = False
         if prepare is not None:
             kind = _preparing_cursor(prepare)
         if prepare and connection.connection.prepare_threshold is None:
