@@ -35,8 +35,10 @@ COUNTERS: Final = (
     "cache_write_1h_tokens",
     "reasoning_tokens",
 )
-#: Largest value of one counter in one message (a PostgreSQL ``bigint`` holds sums far beyond it).
-MAX_TOKENS: Final = 2**48
+#: Largest value of one counter in one message: 2^32 - 1, far above any model call, and low
+#: enough that no record can sum past a 64-bit integer (2^31 messages at the cap), which SQLite
+#: would turn into a float and PostgreSQL refuse.
+MAX_TOKENS: Final = 2**32 - 1
 _MILLION: Final = Decimal(1_000_000)
 #: Units of ``MessageUsage.cost_nanocents`` per USD.
 NANOCENTS: Final = Decimal(10) ** 11
@@ -79,8 +81,12 @@ def _count(value: Any, where: str) -> int | None:
     """A token count: a non-negative integer, or None for an absent or null one."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidContent(f"message {where} must be a non-negative integer, not {value!r}")
+    if value > MAX_TOKENS:
+        raise InvalidContent(
+            f"message {where} is {value}, above the most one call counts ({MAX_TOKENS:,})"
+        )
     return value
 
 

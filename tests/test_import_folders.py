@@ -376,3 +376,17 @@ def test_follow_on_a_folder_picks_up_new_and_growing_files(
     assert Message.objects.filter(conversation=conversation).count() == 3
     assert f"{c.session}.jsonl" in out
     assert "1 call(s) still open when the follow ended: interrupted" in out
+
+
+def test_a_nul_in_a_title_does_not_cost_the_file_its_bookmark(user: User, tmp_path: Path) -> None:
+    """The first prompt (the title, also in ImportedSource.titles) holding a NUL: the import
+    remembers where it ended (PostgreSQL's jsonb refuses a NUL; the titles take the bad-text
+    rule as the messages do), so the next run skips the unchanged file."""
+    claude = Claude()
+    path = write_jsonl(tmp_path / "s.jsonl", [claude.prompt("hello\x00world")])
+    code, _out, err = run(path, "--owner", user.username)
+    assert (code, err) == (0, "")
+    [source] = ImportedSource.objects.filter(owner=user)
+    assert [title for title, _ in source.titles.values()] == ["hello\ufffdworld"]
+    code, out, err = run(path, "--owner", user.username)
+    assert (code, err) == (0, "") and "unchanged since the last import" in out

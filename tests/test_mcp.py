@@ -206,6 +206,21 @@ async def test_http_without_a_valid_token_is_refused_and_runs_nothing(
     assert await entries(mine) == []
 
 
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+async def test_http_answers_post_only(alice: User, mine: Conversation, method: str) -> None:
+    """Stateless: a GET would open an event stream that nothing ever ends (and holds a worker),
+    so every method but POST is 405, after the token check like everything else."""
+    token = await sync_to_async(Token.objects.create)(user=alice)
+    async with over_http(token.key) as http:
+        response = await http.request(method, "/mcp", headers={"Accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"] == "method_not_allowed"
+    async with over_http(None) as http:
+        assert (await http.request(method, "/mcp")).status_code == 401
+    assert await entries(mine) == []
+
+
 async def test_http_token_of_an_inactive_user_is_refused(alice: User, mine: Conversation) -> None:
     token = await sync_to_async(Token.objects.create)(user=alice)
     alice.is_active = False

@@ -120,7 +120,8 @@ def test_usage_without_a_token_count_counts_nothing(given: dict[str, JSON]) -> N
         ({"input_tokens": 1.5}, "'usage.input_tokens' must be a non-negative integer"),
         ({"output_tokens": True}, "'usage.output_tokens' must be a non-negative integer"),
         ({"output_tokens": "3"}, "'usage.output_tokens' must be a non-negative integer"),
-        ({"output_tokens": 2**60}, "'usage.output_tokens' must be a non-negative integer"),
+        ({"output_tokens": 2**60}, r"'usage.output_tokens' is 1152921504606846976, above the most"),
+        ({"input_tokens": 2**32}, r"above the most one call counts \(4,294,967,295\)"),
         ({"prompt_tokens_details": 3}, "'usage.prompt_tokens_details' must be an object"),
         ({"input_tokens": 5, "cached_input_tokens": 6}, "6 cached input tokens inside 5"),
         (
@@ -132,6 +133,34 @@ def test_usage_without_a_token_count_counts_nothing(given: dict[str, JSON]) -> N
 def test_bad_usage_is_a_clear_error(given: JSON, message: str) -> None:
     with pytest.raises(InvalidContent, match=message):
         read_usage(given)
+
+
+def test_counts_at_the_cap_sum_as_integers_on_the_database(conversation: Conversation) -> None:
+    """The largest count a message may carry, summed over messages, stays an exact integer in the
+    conversation's counters and its usage by model (SQLite turns an integer sum past 64 bits
+    into a float: the cap keeps every record below that)."""
+    at_cap = {"input_tokens": usage.MAX_TOKENS, "output_tokens": usage.MAX_TOKENS}
+    services.save_messages(
+        conversation=conversation,
+        messages=[
+            {"role": "assistant", "content": f"a{i}", "model": "m", "usage": at_cap}
+            for i in range(3)
+        ],
+    )
+    with pytest.raises(InvalidContent, match="above the most one call counts"):
+        services.save_message(
+            conversation=conversation,
+            message={
+                "role": "assistant",
+                "content": "b",
+                "usage": {"input_tokens": usage.MAX_TOKENS + 1},
+            },
+        )
+    conversation.refresh_from_db()
+    assert conversation.input_tokens == 3 * usage.MAX_TOKENS
+    assert type(conversation.input_tokens) is int
+    assert conversation.usage_by_model["m"]["output_tokens"] == 3 * usage.MAX_TOKENS
+    assert conversation.record_length == 3
 
 
 _json = st.recursive(

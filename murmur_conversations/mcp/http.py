@@ -42,6 +42,13 @@ _REFUSAL: Final = json.dumps(
     }
 ).encode()
 
+_POST_ONLY: Final = json.dumps(
+    {
+        "error": "method_not_allowed",
+        "detail": "this MCP server is stateless: it answers POST only (no GET stream, no sessions)",
+    }
+).encode()
+
 
 def _token(scope: Scope) -> str | None:
     """The key of the ``Authorization: Token <key>`` (or ``Bearer``) header, or None."""
@@ -123,6 +130,9 @@ class MCPApp:
             raise ValueError(f"the MCP app serves HTTP only, not {scope['type']!r}")
         user = await _authenticated(scope, send)
         if user is None:
+            return
+        if scope.get("method") != "POST":  # a GET would open a stream that nothing ever ends
+            await _respond(send, 405, _POST_ONLY, (b"allow", b"POST"))
             return
         manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True)
         async with manager.run():
