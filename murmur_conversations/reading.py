@@ -17,10 +17,10 @@ converters; that costs more than the query itself (the ``page of 50`` row). Here
 
 - the SQL text of each read is built once from the models' ``_meta`` (table and column names)
   and cached per database vendor;
-- on PostgreSQL it runs through a psycopg cursor with **server-side binding**, so psycopg
-  prepares it on the server once it has run ``prepare_threshold`` times on the connection (as the
-  single-statement writes do, ``services/statements.py``; ``OPTIONS={"prepare_threshold":
-  None}`` turns preparing off). On SQLite it runs on Django's plain cursor;
+- on PostgreSQL it runs through a psycopg cursor with **server-side binding**, prepared on the
+  server at its first execution on the connection, as the write path's statements are
+  (``rawcursor.server_side_cursor``; the ``PREPARE_STATEMENTS`` setting off prepares nothing, as a
+  transaction-mode PgBouncer needs). On SQLite it runs on Django's plain cursor;
 - the cursor is wrapped as Django wraps its own (query logging, ``execute_wrapper``, error
   translation), so a read is one ordinary query to everything that counts queries;
 - JSON columns are decoded once with :func:`jsonenc.loads` (Django's PostgreSQL connection leaves
@@ -50,6 +50,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from murmur_conversations import jsonenc
+from murmur_conversations.conf import app_settings
 from murmur_conversations.models import Conversation, DisplayMessage, Feedback, Message
 from murmur_conversations.rawcursor import server_side_cursor
 from murmur_conversations.representations import (
@@ -248,7 +249,7 @@ def _execute(connection: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
     elsewhere UUIDs are bound as Django stores them (32 hex digits), and on SQLite with nothing
     logging or wrapping queries the statement runs on the driver's connection directly."""
     if connection.vendor == "postgresql":
-        cursor = server_side_cursor(connection)
+        cursor = server_side_cursor(connection, prepare=app_settings.prepare_statements)
     else:
         params = tuple(p.hex if isinstance(p, uuid.UUID) else p for p in params)
         qmark = _qmark(sql) if connection.vendor == "sqlite" else None
