@@ -439,3 +439,136 @@ def test_usage_of_the_wrong_type_costs_the_message_nothing(user: User) -> None:
     conversation = the_conversation(user)
     assert record_of(conversation) == expected_record(2)
     assert MessageUsage.objects.filter(conversation=conversation).count() == 1
+
+
+# ---------------------------------------------------------------------- a line is refused whole
+
+
+def _one_call(
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    *,
+    usage: dict[str, Any] | None = None,
+    span_id: str = "",
+    trace_id: str = "",
+    conversation: str = "",
+    start_ns: int = 1_700_000_000_000_000_000,
+) -> str:
+    """One OTLP JSON line of one ``chat`` span with these input and output messages
+    (``gen_ai.input.messages`` / ``gen_ai.output.messages`` as JSON text)."""
+    attributes: list[dict[str, Any]] = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+        {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps(inputs)}},
+        {"key": "gen_ai.output.messages", "value": {"stringValue": json.dumps(outputs)}},
+    ]
+    if conversation:
+        attributes.append({"key": "gen_ai.conversation.id", "value": {"stringValue": conversation}})
+    attributes += [{"key": k, "value": v} for k, v in (usage or {}).items()]
+    span = {
+        "traceId": trace_id or hex_id(16, "t", conversation),
+        "spanId": span_id or hex_id(8, "s", json.dumps([inputs, outputs])[:2000]),
+        "name": "chat",
+        "kind": 3,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(start_ns + 1000),
+        "attributes": attributes,
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+
+
+def _text(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+REFUSED_WHOLE = {
+    "tool call id of the wrong type": (
+        [_text("user", "x")],
+        [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "content": "y"},
+                    {"type": "tool_call", "id": 5, "name": "f", "arguments": {}},
+                ],
+            }
+        ],
+    ),
+    "a file part nested 900 deep": (
+        [
+            {
+                "role": "user",
+                "parts": [
+                    {"type": "text", "content": "x"},
+                    {"type": "file", "file_id": "f", "data": _nested(900)},
+                ],
+            }
+        ],
+        [_text("assistant", "y")],
+    ),
+    "an input text larger than the content limit": (
+        [_text("user", "x"), _text("user", "z" * (9 * 1024 * 1024))],
+        [_text("assistant", "y")],
+    ),
+    "a text part with a number as content": (
+        [{"role": "user", "parts": [{"type": "text", "content": 5}]}],
+        [_text("assistant", "y")],
+    ),
+    "a text part without content": (
+        [_text("user", "x")],
+        [{"role": "assistant", "parts": [{"type": "text"}]}],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_WHOLE))
+def test_a_refused_line_stores_none_of_its_messages(user: User, case: str) -> None:
+    inputs, outputs = REFUSED_WHOLE[case]
+    other = _one_call([_text("user", "q")], [_text("assistant", "a")], conversation="other")
+    code, out, err = import_text(user, _one_call(inputs, outputs) + "\n" + other + "\n")
+    assert code == 1, (out, err)
+    assert "2 line(s) read: 1 imported, 0 kept as source records, 1 refused" in out
+    assert "<stdin>:1:" in err
+    assert [(r, c) for r, c, _, _ in record_of(the_conversation(user))] == [
+        ("user", "q"),
+        ("assistant", "a"),
+    ]
+
+
+def test_a_refused_line_leaves_the_other_lines_of_its_conversation_whole(user: User) -> None:
+    first = _one_call([_text("user", "q1")], [_text("assistant", "a1")], conversation="c")
+    bad = _one_call(
+        [_text("user", "q1"), _text("assistant", "a1"), _text("user", "q2")],
+        [{"role": "assistant", "parts": [{"type": "tool_call", "id": 5, "name": "f"}]}],
+        conversation="c",
+        start_ns=1_700_000_001_000_000_000,
+    )
+    code, out, _err = import_text(user, first + "\n" + bad + "\n")
+    assert code == 1
+    assert "2 line(s) read: 1 imported, 0 kept as source records, 1 refused" in out
+    assert [(r, c) for r, c, _, _ in record_of(the_conversation(user))] == [
+        ("user", "q1"),
+        ("assistant", "a1"),
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["NaN", "Infinity", "-Infinity"])
+def test_a_usage_double_that_is_no_count_costs_the_message_its_usage_only(
+    user: User, spelling: str
+) -> None:
+    usage = {"gen_ai.usage.input_tokens": {"doubleValue": spelling}}
+    line = _one_call([_text("user", "x")], [_text("assistant", "y")], usage=usage)
+    code, out, err = import_text(user, line + "\n")
+    assert code == 0, (out, err)
+    assert "imported without its usage" in err and "NaN or infinity" not in err
+    conversation = the_conversation(user)
+    assert [(r, c) for r, c, _, _ in record_of(conversation)] == [("user", "x"), ("assistant", "y")]
+    assert not MessageUsage.objects.filter(conversation=conversation).exists()
+    assistant = Message.objects.get(conversation=conversation, role="assistant")
+    assert assistant.extra["usage_unread"]["input_tokens"] == spelling

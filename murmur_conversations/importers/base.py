@@ -648,20 +648,10 @@ class _Writer:
         integer...) is imported without it: the record keeps the value as ``usage_unread``, the
         counters do not count it, and the line is reported (not refused). None when the message
         is refused for something else."""
-        usage = item.message.get("usage")
-        if usage is None:
+        dropped = without_unreadable_usage(item.message, self.max_content)
+        if dropped is None:
             return None
-        try:
-            read_usage(usage)
-            return None  # the usage reads: the message is refused for another reason
-        except InvalidContent as error:
-            reason = str(error)
-        message = {k: v for k, v in item.message.items() if k != "usage"}
-        message["usage_unread"] = usage
-        try:
-            normalize_message(message, max_content_bytes=self.max_content)
-        except InvalidContent:
-            return None
+        message, reason = dropped
         self.outcome.usage_unread += 1
         shown, _ = redact(f"imported without its usage, which is not counted: {reason}")
         self.report(Problem(item.line, shown, refused=False))
@@ -1014,6 +1004,44 @@ def interrupt_open_calls(conversation_ids: Iterable[str]) -> int:
         for call_id in list(open_ids):
             moved += _Writer._interrupt(conversation, call_id, conversation.saved_at)
     return moved
+
+
+def without_unreadable_usage(
+    message: dict[str, Any], max_content: int
+) -> tuple[dict[str, Any], str] | None:
+    """``(the message without its usage, kept as usage_unread; why the usage does not read)``
+    when ``message`` is refused only for its ``usage``, else None (its usage reads, it has none,
+    or it is refused for something else too). Pure: nothing is reported."""
+    usage = message.get("usage")
+    if usage is None:
+        return None
+    try:
+        read_usage(usage)
+        return None  # the usage reads: the message is refused for another reason
+    except InvalidContent as error:
+        reason = str(error)
+    kept = {k: v for k, v in message.items() if k != "usage"}
+    kept["usage_unread"] = usage
+    try:
+        normalize_message(kept, max_content_bytes=max_content)
+    except InvalidContent:
+        return None
+    return kept, reason
+
+
+def message_refusal(message: dict[str, Any]) -> str | None:
+    """Why the writer would refuse ``message`` (``normalize_message`` with this app's
+    ``MAX_CONTENT_BYTES``; a message refused only for its usage is imported without it, so it is
+    not refused), or None when it would import it. Given to parsers as ``ParseContext.check``, so
+    a parser whose line yields several messages can refuse the line whole before any of them is
+    written (docs/formats.md "Every line accounted for")."""
+    limit = app_settings.max_content_bytes
+    try:
+        normalize_message(message, max_content_bytes=limit)
+    except InvalidContent as error:
+        if without_unreadable_usage(message, limit) is None:
+            return str(error)
+    return None
 
 
 def run_import(

@@ -24,6 +24,7 @@ from murmur_conversations.importers.records import (
     Item,
     ParseContext,
     Parsed,
+    Problem,
     SourceLine,
     imported_id,
     parse_line,
@@ -133,9 +134,33 @@ class OtlpParser:
 
     def finish(self) -> list[Item]:
         """Every conversation's transcript: its ``Begin``, each message once (with the line and
-        time it came from first), and the lines that gave nothing new as imported."""
+        time it came from first), and the lines that gave nothing new as imported. Every message
+        is checked first (``ParseContext.check``): a line one of whose messages would be refused
+        is refused whole and its spans are left out (the transcripts are made again without
+        them), so no message of a refused line is given."""
+        refused: dict[int, str] = {}
+        while True:
+            groups = self._groups(refused)
+            transcripts = [(group, self._transcript(group)) for group in groups]
+            found = self._refusals(transcripts)
+            if not found:
+                break
+            refused.update(found)
+        items: list[Item] = [Problem(line, reason) for line, reason in sorted(refused.items())]
+        for group, placed in transcripts:
+            items.append(Begin(group.key))
+            given = {entry.tag for entry in placed}
+            items.extend(Parsed(p.message, p.tag, at=time_of(p.time_ns)) for p in placed)
+            items.extend(Covered(line, imported=True) for line in group.lines if line not in given)
+        self.read.clear()
+        return items
+
+    def _groups(self, refused: dict[int, str]) -> list[_Group]:
+        """The conversations of the spans read, leaving out the lines ``refused``."""
         groups: dict[str, _Group] = {}
         for line, span, what in self.read:
+            if line in refused:
+                continue
             key = self._key(span)
             group = groups.setdefault(key, _Group(key))
             if isinstance(what, genai.ModelCall):
@@ -144,20 +169,30 @@ class OtlpParser:
                 group.runs.append(what)
             if not group.lines or group.lines[-1] != line:
                 group.lines.append(line)
-        items: list[Item] = []
-        for group in groups.values():
-            items.append(Begin(group.key))
+        return list(groups.values())
 
-            def make_id(position: int, message: dict[str, Any], key: str = group.key) -> str:
-                return imported_id(key, position, message)
+    @staticmethod
+    def _transcript(group: _Group) -> list[genai.Placed]:
+        def make_id(position: int, message: dict[str, Any], key: str = group.key) -> str:
+            return imported_id(key, position, message)
 
-            given: set[int] = set()
-            for placed in genai.transcript(group.calls, group.runs, make_id):
-                given.add(placed.tag)
-                items.append(Parsed(placed.message, placed.tag, at=time_of(placed.time_ns)))
-            items.extend(Covered(line, imported=True) for line in group.lines if line not in given)
-        self.read.clear()
-        return items
+        return genai.transcript(group.calls, group.runs, make_id)
+
+    def _refusals(self, transcripts: list[tuple[_Group, list[genai.Placed]]]) -> dict[int, str]:
+        """``line -> reason`` of the lines one of whose messages the writer would refuse."""
+        check = self.context.check
+        found: dict[int, str] = {}
+        if check is None:
+            return found
+        for _group, placed in transcripts:
+            for entry in placed:
+                if entry.tag in found:
+                    continue
+                reason = check(entry.message)
+                if reason is not None:
+                    role = entry.message.get("role")
+                    found[entry.tag] = f"a {role} message of this line is refused: {reason}"
+        return found
 
 
 def json_parser(context: ParseContext) -> OtlpParser:

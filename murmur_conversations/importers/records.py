@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -255,6 +256,10 @@ class ParseContext:
     #: What other sources told of subagents: agent id -> the call id that launched it (a
     #: Claude Code session's ``Task`` results, for its ``subagents/agent-*.jsonl`` files).
     links: dict[str, str] = field(default_factory=dict)
+    #: The writer's check of one message dict: why it would refuse it, None when it imports it
+    #: (``base.message_refusal``). A parser whose line yields several messages checks them all
+    #: before giving any, so the line is refused whole or imported whole; None: nothing checked.
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
 
 class Parser(Protocol):

@@ -25,7 +25,7 @@ from typing import IO, Any, Final
 from murmur_conversations import services
 from murmur_conversations.exceptions import ConversationsError
 from murmur_conversations.importers import registry
-from murmur_conversations.importers.base import Chunks, Outcome, run_import
+from murmur_conversations.importers.base import Chunks, Outcome, message_refusal, run_import
 from murmur_conversations.importers.reading import (
     FrameCursor,
     LineCursor,
@@ -384,6 +384,7 @@ class Importer:
             conversation_id=self.conversation_id,
             resume=resume,
             links=self._links_for(source) if source.subagent else {},
+            check=message_refusal,
         )
         parser = registry.make_parser(fmt, context)
         problems: list[Problem] = []

@@ -27,6 +27,7 @@ Usage: ``gen_ai.usage.input_tokens`` (else ``gen_ai.usage.prompt_tokens``), ``ou
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -197,6 +198,15 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _json_ready(value: Any) -> Any:
+    """A usage attribute as JSON can hold it: a NaN or infinite double becomes its OTLP JSON
+    spelling (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), so the writer imports the message
+    without that usage (kept as ``usage_unread``) rather than refuse it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
 def _usage(span: Span) -> dict[str, Any] | None:
     """Our ``usage`` object of a call (docs/usage.md "Spellings": ours), or None without usage
     attributes. The conventions count cache reads and writes inside ``input_tokens``; they are
@@ -207,7 +217,7 @@ def _usage(span: Span) -> dict[str, Any] | None:
     for key, names in USAGE_ATTRIBUTES:
         for name in names:
             if name in span.attributes:
-                found[key] = span.attributes[name]
+                found[key] = _json_ready(span.attributes[name])
                 break
     if not found:
         return None
@@ -254,12 +264,50 @@ def _chat_messages(value: Any, name: str) -> list[dict[str, Any]]:
     return value
 
 
+#: The fields the schema gives the message parts it names (``gen-ai-input-messages.json``):
+#: ``type -> ((field, the JSON types it may hold, whether it must be there), ...)``. A part of
+#: another type is a ``GenericPart``: any fields.
+_PART_FIELDS: Final[dict[str, tuple[tuple[str, tuple[type | None, ...], bool], ...]]] = {
+    "text": (("content", (str,), True),),
+    "reasoning": (("content", (str,), True),),
+    "tool_call": (("id", (str, None), False), ("name", (str,), True)),
+    "tool_call_response": (("id", (str, None), False),),
+    "blob": (
+        ("modality", (str,), False),
+        ("mime_type", (str, None), False),
+        ("content", (str,), True),
+    ),
+    "uri": (("modality", (str,), False), ("mime_type", (str, None), False), ("uri", (str,), True)),
+    "file": (
+        ("modality", (str,), False),
+        ("mime_type", (str, None), False),
+        ("file_id", (str,), True),
+    ),
+}
+_JSON_NAMES: Final[dict[type | None, str]] = {str: "a string", None: "null"}
+
+
 def _check_parts(parts: Any, where: str) -> None:
+    """Refuse (:class:`UnreadableMessages`, naming the field) ``parts`` that is not a list of
+    objects with a string ``type``, or a part the schema names whose fields are missing or of the
+    wrong type (:data:`_PART_FIELDS`: a ``text`` part's ``content`` a string, a ``tool_call``'s
+    ``id`` a string or null...)."""
     if not isinstance(parts, list):
         raise UnreadableMessages(f"{where} is not a list")
     for index, part in enumerate(parts):
+        at = f"{where}[{index}]"
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise UnreadableMessages(f"{where}[{index}] is not an object with a string 'type'")
+            raise UnreadableMessages(f"{at} is not an object with a string 'type'")
+        for name, types, required in _PART_FIELDS.get(part["type"], ()):
+            if name not in part:
+                if required:
+                    raise UnreadableMessages(f"{at} ({part['type']}) has no {name!r}")
+                continue
+            value = part[name]
+            if not any(value is None if t is None else isinstance(value, t) for t in types):
+                wanted = " or ".join(_JSON_NAMES[t] for t in types)
+                found = "null" if value is None else type(value).__name__
+                raise UnreadableMessages(f"{at}.{name} is {found}, not {wanted}")
 
 
 def _messages(span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -28,7 +28,12 @@ from typing import IO, Any, Final
 from django.core.management.base import CommandError, CommandParser
 
 from murmur_conversations.importers import registry
-from murmur_conversations.importers.base import Outcome, interrupt_open_calls, run_import
+from murmur_conversations.importers.base import (
+    Outcome,
+    interrupt_open_calls,
+    message_refusal,
+    run_import,
+)
 from murmur_conversations.importers.reading import follow_lines
 from murmur_conversations.importers.records import ParseContext, Problem, SourceLine, excerpt
 from murmur_conversations.importers.sources import (
@@ -464,7 +469,12 @@ class Command(AppCommand):
             source, lines = told
             parser = registry.make_parser(
                 source,
-                ParseContext(path_parts=parts, conversation_id=conversation_id, live=True),
+                ParseContext(
+                    path_parts=parts,
+                    conversation_id=conversation_id,
+                    live=True,
+                    check=message_refusal,
+                ),
             )
             try:
                 outcome = run_import(
