@@ -572,3 +572,98 @@ def test_a_usage_double_that_is_no_count_costs_the_message_its_usage_only(
     assert not MessageUsage.objects.filter(conversation=conversation).exists()
     assistant = Message.objects.get(conversation=conversation, role="assistant")
     assert assistant.extra["usage_unread"]["input_tokens"] == spelling
+
+
+# ---------------------------------------------------------------------- trace first, round trip
+
+
+@ROUND_TRIP
+@given(
+    turns=st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=8),
+            st.text(min_size=1, max_size=8),
+            st.none() | st.sampled_from(["stop", "length", "tool_call"]),
+            st.none() | st.sampled_from(["m", "gpt-x"]),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_trace_round_trips_with_only_what_it_held(
+    make_user: MakeUser, turns: list[tuple[str, str, str | None, str | None]]
+) -> None:
+    lines, history = [], []
+    for step, (question, answer, reason, model) in enumerate(turns):
+        history.append(_text("user", question))
+        output = _text("assistant", answer)
+        if reason is not None:
+            output["finish_reason"] = reason
+        usage = {"gen_ai.request.model": {"stringValue": model}} if model else None
+        lines.append(
+            _one_call(
+                list(history),
+                [output],
+                usage=usage,
+                conversation="c",
+                span_id=hex_id(8, "call", step),
+                start_ns=1_700_000_000_000_000_000 + step * 10**9,
+            )
+        )
+        history.append(output)
+    first_owner = make_user()
+    assert import_text(first_owner, "\n".join(lines) + "\n")[0] == 0
+    first = the_conversation(first_owner)
+    extras = [m.extra for m in _messages(first) if m.role == "assistant"]
+    for (_q, _a, reason, model), extra in zip(turns, extras, strict=True):
+        assert extra.get("finish_reason") == reason
+        assert extra.get("model") == model
+    text = export(first, "--format", "otlp-json")
+    second_owner = make_user()
+    assert import_text(second_owner, text)[0] == 0
+    second = the_conversation(second_owner)
+    assert _full_record(second) == _full_record(first)
+    assert export(second, "--format", "otlp-json") == text
+
+
+def test_ids_of_zeros_and_null_resource_spans_are_refused(user: User) -> None:
+    good = _one_call([_text("user", "q")], [_text("assistant", "a")], conversation="c")
+    zero_trace = json.loads(good)
+    zero_trace["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "0" * 32
+    zero_span = json.loads(good)
+    zero_span["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "0" * 16
+    root_of_zeros = json.loads(good)
+    root_of_zeros["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["parentSpanId"] = "0" * 16
+    lines = [
+        json.dumps(zero_trace),
+        json.dumps(zero_span),
+        '{"resourceSpans": null}',
+        json.dumps(root_of_zeros),
+    ]
+    code, out, err = import_text(user, "\n".join(lines) + "\n")
+    assert code == 1
+    assert "4 line(s) read: 1 imported, 0 kept as source records, 3 refused" in out
+    assert "spans[0].traceId is all zeros" in err and "spans[0].spanId is all zeros" in err
+    assert "<stdin>:3: not an OTLP trace export (no 'resourceSpans')" in err
+    assert [(r, c) for r, c, _, _ in record_of(the_conversation(user))] == [
+        ("user", "q"),
+        ("assistant", "a"),
+    ]
+
+
+def test_a_reasoning_signature_is_not_imported_nor_exported(user: User) -> None:
+    secret = "sk-ant-api03-" + "A" * 40
+    output = {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "content": "hmm", "signature": secret},
+            {"type": "text", "content": "a"},
+        ],
+    }
+    code, _out, err = import_text(user, _one_call([_text("user", "q")], [output]) + "\n")
+    assert (code, err) == (0, "")
+    conversation = the_conversation(user)
+    assistant = Message.objects.get(conversation=conversation, role="assistant")
+    assert assistant.content == [{"type": "thinking", "text": "hmm"}, {"type": "text", "text": "a"}]
+    assert secret not in json.dumps(list(conversation.messages.values_list("extra", flat=True)))
+    assert "signature" not in export(conversation, "--format", "otlp-json")

@@ -516,7 +516,10 @@ def _block_of(part: dict[str, Any]) -> dict[str, Any]:
     if kind == "text" and isinstance(content, str):
         return {"type": "text", "text": content, **rest}
     if kind == "reasoning" and isinstance(content, str):
-        return {"type": "thinking", "text": content, **rest}
+        # No provider signature travels in a trace, and ``signature`` is a key redaction leaves
+        # alone (``redaction.OPAQUE_KEYS``): a trace's is not imported.
+        kept = {k: v for k, v in rest.items() if k != "signature"}
+        return {"type": "thinking", "text": content, **kept}
     if kind == "tool_call" and isinstance(part.get("name"), str):
         arguments = part.get("arguments")
         extra = {k: v for k, v in rest.items() if k not in ("id", "name", "arguments")}
@@ -697,7 +700,8 @@ def _part_of(block: Any) -> dict[str, Any]:
     if kind == "text" and isinstance(block.get("text"), str):
         return {"type": "text", "content": block["text"], **rest}
     if kind == "thinking" and isinstance(block.get("text"), str):
-        return {"type": "reasoning", "content": block["text"], **rest}
+        kept = {k: v for k, v in rest.items() if k != "signature"}  # not imported either
+        return {"type": "reasoning", "content": block["text"], **kept}
     if kind == "tool_call":
         extra = {k: v for k, v in rest.items() if k not in ("id", "name", "input")}
         arguments = block.get("input")
@@ -727,8 +731,8 @@ def _part_of(block: Any) -> dict[str, Any]:
 
 def chat_message(record: dict[str, Any], *, output: bool) -> dict[str, Any]:
     """The ChatMessage of a record message (:func:`to_record`'s inverse): ``{role, parts}``,
-    ``finish_reason`` on an output (the record's, else ``tool_call`` or ``stop``), the record's
-    other keys, then its ``id`` (an extra key the schema allows, so importing it again keeps the
+    ``finish_reason`` on an output when the record has one (none is made up, so importing the
+    export again gives the same ``extra``), the record's other keys, then its ``id`` (an extra key the schema allows, so importing it again keeps the
     message's id)."""
     content = record.get("content")
     if record.get("tool_call_id"):
@@ -745,12 +749,8 @@ def chat_message(record: dict[str, Any], *, output: bool) -> dict[str, Any]:
             )
         )
     message: dict[str, Any] = {"role": record["role"], "parts": parts}
-    if output:
-        asks = any(p.get("type") == "tool_call" for p in parts)
-        reason = record.get("finish_reason")
-        message["finish_reason"] = (
-            reason if reason is not None else ("tool_call" if asks else "stop")
-        )
+    if output and record.get("finish_reason") is not None:
+        message["finish_reason"] = record["finish_reason"]
     for key, value in record.items():
         if key not in _NOT_EXTRA and key != "finish_reason":
             message[key] = value

@@ -177,12 +177,12 @@ def _span_ids(span: dict[str, Any], where: str) -> dict[str, Any]:
 
 def read_json(value: Any) -> Request:
     """The spans of one OTLP JSON request (a parsed line). Raises :class:`UnreadableTrace` for a
-    line that is not an object with ``resourceSpans``, an id that is not hex of the right length,
+    line that is not an object with ``resourceSpans`` (null counts as none), an id that is not hex of the right length,
     a field of the wrong type or out of range (the protobuf reader's message), or an id of the
     wrong size."""
     if not isinstance(value, dict):
         raise UnreadableTrace("not a JSON object")
-    if "resourceSpans" not in value and "resource_spans" not in value:
+    if value.get("resourceSpans", value.get("resource_spans")) is None:
         raise UnreadableTrace("not an OTLP trace export (no 'resourceSpans')")
     message = ExportTraceServiceRequest()
     try:
@@ -212,7 +212,7 @@ def _short(error: BaseException) -> str:
 
 def read_request(message: ExportTraceServiceRequest) -> Request:
     """The :class:`Span` values of a decoded request, in order; :class:`UnreadableTrace` for an
-    id of the wrong size."""
+    id of the wrong size or all zeros (a parent id of zeros is no parent)."""
     request = Request()
     for r, resource in enumerate(message.resource_spans):
         for s, scope in enumerate(resource.scope_spans):
@@ -223,10 +223,14 @@ def read_request(message: ExportTraceServiceRequest) -> Request:
 
 
 def _id(raw: bytes, size: int, where: str, *, empty: bool = False) -> str:
-    if not raw and empty:
+    """An id of ``size`` bytes as hex; ``empty`` (a parent id): "" for none, and for all zeros.
+    The OTLP specification makes an all-zero trace or span id invalid: :class:`UnreadableTrace`."""
+    if empty and raw.strip(b"\0") == b"":
         return ""
     if len(raw) != size:
         raise UnreadableTrace(f"{where} is {len(raw)} bytes, not {size}")
+    if raw == bytes(size):
+        raise UnreadableTrace(f"{where} is all zeros, which OTLP makes an invalid id")
     return raw.hex()
 
 
