@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from murmur_conversations import services
@@ -667,3 +667,83 @@ def test_a_reasoning_signature_is_not_imported_nor_exported(user: User) -> None:
     assert assistant.content == [{"type": "thinking", "text": "hmm"}, {"type": "text", "text": "a"}]
     assert secret not in json.dumps(list(conversation.messages.values_list("extra", flat=True)))
     assert "signature" not in export(conversation, "--format", "otlp-json")
+
+
+# ---------------------------------------------------------------------- each message once
+
+
+def _import_calls(user: User, calls: list[tuple[list[dict[str, Any]], dict[str, Any]]]) -> Any:
+    lines = [
+        _one_call(
+            inputs,
+            [output],
+            conversation="c",
+            span_id=hex_id(8, "call", step),
+            start_ns=1_700_000_000_000_000_000 + step * 10**9,
+        )
+        for step, (inputs, output) in enumerate(calls)
+    ]
+    code, out, err = import_text(user, "\n".join(lines) + "\n")
+    assert code == 0, (out, err)
+    return [(r, c) for r, c, _, _ in record_of(the_conversation(user))]
+
+
+_WORDS = st.sampled_from(["yes", "no", "go on", "done"])
+
+
+@ROUND_TRIP
+@given(
+    turns=st.lists(st.tuples(_WORDS, _WORDS), min_size=1, max_size=5),
+    system_from=st.none() | st.integers(min_value=0, max_value=4),
+)
+@example(turns=[("yes", "no"), ("go on", "done")], system_from=1)  # the attacker's case
+@example(turns=[("yes", "no"), ("yes", "no"), ("yes", "done")], system_from=2)
+def test_a_growing_history_keeps_each_message_once(
+    make_user: MakeUser, turns: list[tuple[str, str]], system_from: int | None
+) -> None:
+    """Histories that grow by appending (with repeated texts), and that gain a leading system
+    message from some call on: the record is the last history, each message once."""
+    calls, history = [], []
+    for step, (question, answer) in enumerate(turns):
+        history.append(_text("user", question))
+        system = (
+            [_text("system", "summary")] if system_from is not None and step >= system_from else []
+        )
+        calls.append(([*system, *history], _text("assistant", answer)))
+        history.append(_text("assistant", answer))
+    record = _import_calls(make_user(), calls)
+    expected = [(m["role"], m["parts"][0]["content"]) for m in history]
+    assert [m for m in record if m[0] != "system"] == expected
+    has_system = system_from is not None and system_from < len(turns)
+    assert record.count(("system", "summary")) == (1 if has_system else 0)
+
+
+@ROUND_TRIP
+@given(
+    turns=st.lists(st.tuples(_WORDS, _WORDS), min_size=2, max_size=5),
+    edit=st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from(["edited", "yes"])),
+)
+def test_an_edited_history_adds_the_changed_message_once(
+    make_user: MakeUser, turns: list[tuple[str, str]], edit: tuple[int, str]
+) -> None:
+    """A later call whose history changed one earlier message: that message is added once and
+    nothing of the history is stored more often than one call holds it."""
+    calls, history = [], []
+    for step, (question, answer) in enumerate(turns):
+        history.append(_text("user", question))
+        if step == len(turns) - 1:
+            at = edit[0] % len(history)
+            history[at] = _text(history[at]["role"], edit[1])
+        calls.append((list(history), _text("assistant", answer)))
+        history.append(_text("assistant", answer))
+    record = _import_calls(make_user(), calls)
+    most: dict[tuple[str, str], int] = {}
+    for inputs, output in calls:
+        seen = [(m["role"], m["parts"][0]["content"]) for m in [*inputs, output]]
+        for message in set(seen):
+            most[message] = max(most.get(message, 0), seen.count(message))
+    for message in set(record):
+        assert record.count(message) <= most[message]
+    final = [(m["role"], m["parts"][0]["content"]) for m in history]
+    for message in set(final):
+        assert record.count(message) >= final.count(message)

@@ -173,8 +173,8 @@ class OtlpParser:
 
     @staticmethod
     def _transcript(group: _Group) -> list[genai.Placed]:
-        def make_id(position: int, message: dict[str, Any], key: str = group.key) -> str:
-            return imported_id(key, position, message)
+        def make_id(occurrence: int, message: dict[str, Any], key: str = group.key) -> str:
+            return imported_id(key, occurrence, message)
 
         return genai.transcript(group.calls, group.runs, make_id)
 

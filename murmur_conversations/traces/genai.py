@@ -27,8 +27,10 @@ Usage: ``gen_ai.usage.input_tokens`` (else ``gen_ai.usage.prompt_tokens``), ``ou
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -585,8 +587,9 @@ def to_record(message: dict[str, Any], message_id: str) -> list[dict[str, Any]]:
     return records
 
 
-#: Makes the id of a message that has none: ``(position, identity) -> id`` (the importers'
-#: ``imp_`` rule, given by the caller).
+#: Makes the id of a message that has none: ``(occurrence, identity) -> id`` (the importers'
+#: ``imp_`` rule, given by the caller); ``occurrence`` is how many messages of the same identity
+#: come before it in its call (-1: a tool run's own result).
 MakeId = Callable[[int, dict[str, Any]], str]
 
 
@@ -596,10 +599,10 @@ class _Timeline:
     seen: set[str] = field(default_factory=set)
     placed: list[Placed] = field(default_factory=list)
 
-    def add(self, message: dict[str, Any], position: int, tag: int, time_ns: int) -> bool:
+    def add(self, message: dict[str, Any], occurrence: int, tag: int, time_ns: int) -> bool:
         given = message.get("id")
         base = given if isinstance(given, str) and given else None
-        message_id = base or self.make_id(position, identity(message))
+        message_id = base or self.make_id(occurrence, identity(message))
         records = to_record(message, message_id)
         new = False
         for record in records:
@@ -613,9 +616,11 @@ class _Timeline:
 
 def transcript(calls: list[ModelCall], runs: list[ToolRun], make_id: MakeId) -> list[Placed]:
     """The record of one conversation's spans: each model call's input then output messages,
-    calls in time order, each message once (the same id, given or ``make_id(position,
-    identity)`` of its 0-based position in the call's input then output and its role and parts,
-    is skipped; a tool run's result takes position -1); a call's first output message carries its usage
+    calls in time order, each message once (the same id, given or ``make_id(occurrence,
+    identity)`` of its role and parts and how many messages of that role and parts come before it
+    in the call's input then output, is skipped: a message put before it in a later call, such
+    as system instructions given from the second call on, changes nothing; a tool run's result
+    takes occurrence -1); a call's first output message carries its usage
     and model. A tool run whose call no history answers adds its result; a tool result is dated
     by its run's end and fails when its run failed."""
     timeline = _Timeline(make_id)
@@ -643,15 +648,28 @@ def transcript(calls: list[ModelCall], runs: list[ToolRun], make_id: MakeId) -> 
             }
             timeline.add(message, -1, event.tag, event.span.end_ns)
             continue
-        for position, message in enumerate(event.inputs):
-            timeline.add(message, position, event.tag, event.span.start_ns)
+        occurrences = _occurrences([*event.inputs, *event.outputs])
+        for message, occurrence in zip(event.inputs, occurrences, strict=False):
+            timeline.add(message, occurrence, event.tag, event.span.start_ns)
         for offset, message in enumerate(event.outputs):
             before = len(timeline.placed)
-            added = timeline.add(message, len(event.inputs) + offset, event.tag, event.span.end_ns)
+            occurrence = occurrences[len(event.inputs) + offset]
+            added = timeline.add(message, occurrence, event.tag, event.span.end_ns)
             if added and offset == 0:
                 _carry_usage(timeline.placed, before, event)
     _settle_results(timeline.placed, runs)
     return timeline.placed
+
+
+def _occurrences(messages: list[dict[str, Any]]) -> list[int]:
+    """For each message, how many messages of the same :func:`identity` come before it."""
+    seen: Counter[str] = Counter()
+    out = []
+    for message in messages:
+        same = json.dumps(identity(message), sort_keys=True, default=repr)
+        out.append(seen[same])
+        seen[same] += 1
+    return out
 
 
 def _carry_usage(placed: list[Placed], start: int, call: ModelCall) -> None:
