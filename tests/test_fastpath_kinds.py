@@ -2,9 +2,11 @@
 ``services.singles``) writes exactly what the general path writes: hypothesis-generated sequences
 of messages and batches of them (user text, assistant text, tool calls, results, orphan and late
 results, errors with and without exit codes, interrupts), tool status moves (allowed, refused,
-repeated, unknown calls), answers to interrupted results, status changes with and without a
-pending ask, and synthetic rows, run once with the single statements and once on the general
-path, leave the same rows, counters, frame log and signals, and return or raise the same. The
+repeated, unknown calls) and answers to interrupted results, run once with the single
+statements and once on the general path, leave the same rows, counters, frame log and signals,
+and return or raise the same. Status changes and synthetic rows are planned on both runs (the
+plan is their only path; what they write is the golden record's, ``tests/test_golden.py``): they
+stay in the sequences as steps between the others. The
 sequences include what the truthful record made subtle: call ids reused after their call ended (a
 new round), results before their call (held, then adopted), null content, failed calls with
 results and reasons; the kinds that step aside (docs/write-path.md "One plan per write") are

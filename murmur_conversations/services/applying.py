@@ -135,6 +135,26 @@ def synthetic(*, conversation: ConversationRef, using: str, planned: Plan) -> Di
     return row
 
 
+def status(*, conversation: ConversationRef, using: str, planned: Plan) -> Conversation | None:
+    """Write the status change of ``planned`` (``plan.plan_status``) and return the saved
+    conversation; a Conversation instance passed in is refreshed. None when nothing was written:
+    the database has no backend, or the plan's guard declined (no such conversation, a child, a
+    no-op); the caller's general path then runs."""
+    store = backends.backend(using)
+    if store is None:
+        return None
+
+    def finish(applied: Applied) -> Conversation:
+        saved = conversation_instance(using, applied.conversation)
+        announce(saved, using, saved.last_event_seq, status_changed=True)
+        return saved
+
+    saved: Conversation | None = store.apply(using, planned, finish)
+    if saved is not None and isinstance(conversation, Conversation):
+        copy_state(conversation, saved)
+    return saved
+
+
 def conversation_instance(using: str, values: dict[str, Any]) -> Conversation:
     """The Conversation loaded from ``using`` with these column values (``attname`` -> value)."""
     return Conversation.from_db(using, _CONVERSATION, [values[name] for name in _CONVERSATION])

@@ -29,7 +29,7 @@ from murmur_conversations.models import (
     ConversationStatus,
 )
 from murmur_conversations.redaction import Pieces, redact, redact_and_cut
-from murmur_conversations.services import singles
+from murmur_conversations.services import applying, plan
 from murmur_conversations.services.organising import clean_flag, clean_tags, save_tag_rows
 from murmur_conversations.services.writing import (
     ConversationRef,
@@ -447,14 +447,14 @@ def set_status(
             raise InvalidPendingAsk("a pending ask needs status 'paused' or 'interrupted'")
     at = check_time(at, what="at")
     using = router.db_for_write(Conversation)
-    if not any(found.values()) and singles.available(using):  # counts take the general path
-        saved = singles.set_status(
-            conversation=conversation,
-            using=using,
+    if not any(found.values()):  # counts take the general path (counted when the ask changes)
+        planned = plan.plan_status(
+            conversation_pk(conversation),
             status=status,
             pending_ask=pending_ask,
-            now=at or timezone.now(),
+            at=at or timezone.now(),
         )
+        saved = applying.status(conversation=conversation, using=using, planned=planned)
         if saved is not None:
             return saved
     with writing(conversation, at, parent=True) as write:

@@ -72,6 +72,18 @@ class UsageRow:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """The conversation's ``status`` and ``pending_ask`` set by a write (``set_status``; None:
+    SQL NULL, no ask). ``status_event_seq`` takes the write's event_seq, and so does
+    ``pending_ask_event_seq`` when the stored ask differs from this one (the database's equality
+    of JSON values). Its guard: the conversation is top-level (no parent to tell) and its stored
+    status or ask differs (a no-op writes nothing)."""
+
+    status: str
+    pending_ask: dict[str, Any] | None
+
+
 @dataclass(slots=True)
 class Plan:
     """Everything one write changes in one conversation.
@@ -83,7 +95,8 @@ class Plan:
     the planned one. ``redactions`` (detector -> count) are added to the conversation's
     ``RedactionCount`` rows. The write applies only while none of ``unknown_ids`` names a stored
     record row of the conversation (its guard; empty: none needed); otherwise the backend writes
-    nothing and says so."""
+    nothing and says so. ``status`` (when not None) is set as :class:`StatusChange` says, under
+    its guard too."""
 
     conversation: uuid.UUID
     records: list[RecordRow]
@@ -98,6 +111,7 @@ class Plan:
     unknown_ids: list[str] = field(default_factory=list)
     #: The display parts of each record row, for the instances the caller returns.
     parts: list[list[DisplayPart]] = field(default_factory=list)
+    status: StatusChange | None = None
 
 
 def plannable(messages: list[NormalizedMessage], has_records: bool) -> bool:
@@ -216,15 +230,35 @@ def plan_synthetic(
     arguments checked and redacted by the caller): one ``completed`` row stamped ``at``, one
     event_seq, ``saved_at`` moved to ``at``, and the counts of the secrets replaced in it."""
     part = DisplayPart(message_type, content_type, content, metadata)
+    planned = _outside_record(conversation, at)
+    planned.displays.append(_display_row(1, 0, part, at))
+    planned.redactions = {name: n for name, n in redactions.items() if n > 0}
+    return planned
+
+
+def plan_status(
+    conversation: uuid.UUID, *, status: str, pending_ask: dict[str, Any] | None, at: datetime
+) -> Plan:
+    """The plan of ``set_status`` (its arguments checked and redacted by the caller, no secret
+    found in the ask): no rows, one event_seq, ``saved_at`` moved to ``at``, the status and ask
+    set (:class:`StatusChange`). Its guard declines a no-op and a child conversation (whose
+    parent must hear of it): the caller takes the general path for those."""
+    planned = _outside_record(conversation, at)
+    planned.status = StatusChange(status, pending_ask)
+    return planned
+
+
+def _outside_record(conversation: uuid.UUID, at: datetime) -> Plan:
+    """A plan that adds nothing to the record: no rows yet, one event_seq, ``saved_at`` moved to
+    ``at``."""
     return Plan(
         conversation=conversation,
         records=[],
-        displays=[_display_row(1, 0, part, at)],
+        displays=[],
         usage=[],
         transcript=0,
         tokens={},
         by_model={},
         saved_at=at,
         retained_at=retention_time(at),
-        redactions={name: n for name, n in redactions.items() if n > 0},
     )

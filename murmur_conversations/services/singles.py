@@ -1,8 +1,7 @@
-"""Single-statement writes on PostgreSQL: a tool status move, a conversation status.
+"""Single-statement writes on PostgreSQL: a tool status move, an answer to an interrupted result.
 
-Each function here is the one-round-trip twin of a general-path service body (``tools``,
-``conversations``): one statement whose data-modifying CTEs lock and update the
-conversation row (taking one event_seq, moving ``saved_at`` never backwards), change or insert the
+Each function here is the one-round-trip twin of a general-path service body (``tools``): one
+statement whose data-modifying CTEs lock and update the conversation row (taking one event_seq, moving ``saved_at`` never backwards), change or insert the
 rows, and ``RETURNING`` everything the signals need. The signals go through ``writing.announce``,
 as on the general path. Each returns None when it **declines** (nothing was written): whatever is
 not the plain successful case (a no-op, an error to raise, a child conversation whose parent must
@@ -316,53 +315,6 @@ def resolve_tool_result(
         return saved, answered
 
     return _written(conversation, using, work)
-
-
-# --------------------------------------------------------------------------- set_status
-
-
-@functools.cache
-def _status_sql() -> str:
-    extra = """
-    "status" = %(status)s::varchar,
-    "status_event_seq" = "last_event_seq" + 1,
-    "pending_ask_event_seq" = CASE WHEN "pending_ask" IS DISTINCT FROM %(ask)s::jsonb
-                              THEN "last_event_seq" + 1 ELSE "pending_ask_event_seq" END,
-    "pending_ask" = %(ask)s::jsonb,"""
-    return f"""
-{_conversation_update(extra)}
-WHERE "id" = %(conversation)s::uuid AND "parent_id" IS NULL
-  AND ("status" <> %(status)s::varchar OR "pending_ask" IS DISTINCT FROM %(ask)s::jsonb)
-RETURNING {statements.returning(Conversation)}
-"""
-
-
-def set_status(
-    *, conversation: Any, using: str, status: str, pending_ask: Any, now: datetime
-) -> Conversation | None:
-    """Set the status and pending ask of a top-level conversation in one statement
-    (``services.set_status`` with its arguments checked and redacted by the caller, nothing found
-    to count); None when it declines (no change, a child, no such conversation)."""
-    params = {
-        "conversation": conversation_pk(conversation),
-        "status": status,
-        "ask": _json(pending_ask),
-        "now": now,
-        "kept": retention_time(now),
-    }
-
-    def work() -> Conversation | None:
-        rows = run(using, _status_sql(), params)
-        if not rows:
-            return None
-        saved = statements.load(Conversation, using, rows[0])
-        announce(saved, using, saved.last_event_seq, status_changed=True)
-        return saved
-
-    saved = statements.logged(using, work)
-    if saved is not None:
-        _refresh(conversation, saved)
-    return saved
 
 
 def _written(

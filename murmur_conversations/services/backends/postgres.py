@@ -6,7 +6,7 @@ the record rows, the display rows, the usage rows and the redaction counts, and 
 conversation's columns and the new rows' primary keys. Rows travel as one JSON text per table
 (read by ``jsonb_to_recordset``), so binding costs the same for one row or a hundred; JSON values
 are wrapped in a one-element array so that JSON null stays JSON null. The guard of the plan (no
-given id already stored) is a condition of the conversation's ``UPDATE``: when it fails the
+given id already stored; a status change's) is a condition of the conversation's ``UPDATE``: when it fails the
 statement writes nothing and returns no row. Private to ``murmur_conversations.services``.
 """
 
@@ -87,9 +87,20 @@ def _redactions_sql() -> str:
 )"""
 
 
+_STATUS_SET = """
+    "status" = %(st)s,
+    "status_event_seq" = "last_event_seq" + 1,
+    "pending_ask_event_seq" = CASE WHEN "pending_ask" IS DISTINCT FROM %(ask)s::jsonb
+                              THEN "last_event_seq" + 1 ELSE "pending_ask_event_seq" END,
+    "pending_ask" = %(ask)s::jsonb,"""
+_STATUS_GUARD = """ AND "parent_id" IS NULL
+    AND ("status" <> %(st)s OR "pending_ask" IS DISTINCT FROM %(ask)s::jsonb)"""
+
+
 @functools.cache
-def append_sql(usage: bool, guard: bool, redactions: bool) -> str:
-    """The statement of a plan with (or without) usage rows, a guard and redaction counts."""
+def append_sql(usage: bool, guard: bool, redactions: bool, status: bool = False) -> str:
+    """The statement of a plan with (or without) usage rows, a guard, redaction counts and a
+    status change (``plan.StatusChange``: its assignments and its guard)."""
     conv, msg = _q(Conversation._meta.db_table), _q(Message._meta.db_table)
     usage_update, usage_insert = (usage_update_sql(), _usage_insert_sql()) if usage else ("", "")
     known = f""" AND NOT EXISTS (
@@ -101,10 +112,10 @@ WITH c AS (
     "record_length" = "record_length" + %(n)s,
     "transcript_count" = "transcript_count" + %(t)s,
     "last_seq" = "last_seq" + %(r)s,
-    "last_event_seq" = "last_event_seq" + 1,{usage_update}
+    "last_event_seq" = "last_event_seq" + 1,{usage_update}{_STATUS_SET if status else ""}
     "saved_at" = GREATEST("saved_at", %(saved)s),
     "retained_at" = GREATEST("retained_at", %(kept)s)
-  WHERE "id" = %(conversation)s{known if guard else ""}
+  WHERE "id" = %(conversation)s{known if guard else ""}{_STATUS_GUARD if status else ""}
   RETURNING {", ".join(_q(str(f.column)) for f in Conversation._meta.concrete_fields)}
 ), m AS (
   INSERT INTO {msg} ("conversation_id", "position", "message_id", "role", "content",
@@ -174,6 +185,10 @@ def parameters(plan: Plan) -> dict[str, Any]:
     }
     if plan.unknown_ids:
         params["ids"] = jsonenc.dumps(plan.unknown_ids)
+    if plan.status is not None:
+        ask = plan.status.pending_ask
+        params["st"] = plan.status.status
+        params["ask"] = None if ask is None else jsonenc.dumps(ask)
     if plan.usage:
         params.update({f"t_{name}": plan.tokens.get(name, 0) for name in COUNTERS})
         params["u_by_model"] = jsonenc.dumps(plan.by_model)
@@ -206,7 +221,9 @@ def apply(using: str, plan: Plan, finish: Finish[T]) -> T | None:
     not apply (no such conversation, its guard failed, or a concurrent writer stored one of its
     ids first): nothing was written. Raises ``WriteConflict`` or ``InvalidContent``
     (``writing.database_errors``)."""
-    sql = append_sql(bool(plan.usage), bool(plan.unknown_ids), bool(plan.redactions))
+    sql = append_sql(
+        bool(plan.usage), bool(plan.unknown_ids), bool(plan.redactions), plan.status is not None
+    )
     params = parameters(plan)
 
     def work() -> T | None:

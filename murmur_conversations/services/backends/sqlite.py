@@ -6,7 +6,7 @@ savepoint inside a caller's transaction):
 
 1. ``UPDATE`` the conversation by the plan's deltas ``RETURNING`` its columns: the first
    statement of the transaction writes, so it takes the write lock before anything is read, and
-   the plan's guard (no given id already stored) is its condition: when it fails nothing is
+   the plan's guard (no given id already stored; a status change's) is its condition: when it fails nothing is
    updated and nothing else runs;
 2. one multi-row ``INSERT`` per table with rows in the plan (record rows, display rows, usage
    rows) and one upsert of the redaction counts, cut below SQLite's variable limit.
@@ -97,11 +97,22 @@ def _q(name: str) -> str:
     return f'"{name}"'
 
 
+#: A status change's assignments (``plan.StatusChange``; SQLite reads every right-hand side
+#: from the row as it stood) and its guard; JSON compared as the text the ORM stores.
+_STATUS_SET = """
+  "status" = %s,
+  "status_event_seq" = "last_event_seq" + 1,
+  "pending_ask_event_seq" = CASE WHEN "pending_ask" IS NOT %s
+                            THEN "last_event_seq" + 1 ELSE "pending_ask_event_seq" END,
+  "pending_ask" = %s,"""
+_STATUS_GUARD = '\n  AND "parent_id" IS NULL AND ("status" <> %s OR "pending_ask" IS NOT %s)'
+
+
 @functools.lru_cache(maxsize=64)
-def update_sql(models: int, guard: bool) -> str:
+def update_sql(models: int, guard: bool, status: bool = False) -> str:
     """The conversation's ``UPDATE ... RETURNING``, for ``models`` models gaining usage (0:
-    none); ``guard``: only while no given id is stored. ``%s`` placeholders, in the order of
-    :func:`_update_params`."""
+    none); ``guard``: only while no given id is stored; ``status``: with a status change.
+    ``%s`` placeholders, in the order of :func:`_update_params`."""
     conv, msg = Conversation._meta.db_table, Message._meta.db_table
     usage = ""
     if models:
@@ -123,10 +134,10 @@ def update_sql(models: int, guard: bool) -> str:
         '  "record_length" = "record_length" + %s,\n'
         '  "transcript_count" = "transcript_count" + %s,\n'
         '  "last_seq" = "last_seq" + %s,\n'
-        f'  "last_event_seq" = "last_event_seq" + 1,{usage}\n'
+        f'  "last_event_seq" = "last_event_seq" + 1,{_STATUS_SET if status else ""}{usage}\n'
         '  "saved_at" = MAX("saved_at", %s),\n'
         '  "retained_at" = MAX("retained_at", %s)\n'
-        f'WHERE "id" = %s{known if guard else ""}\n'
+        f'WHERE "id" = %s{known if guard else ""}{_STATUS_GUARD if status else ""}\n'
         f"RETURNING {returning}"
     )
 
@@ -195,6 +206,10 @@ def _update_params(connection: Any, plan: Plan) -> tuple[int, list[Any]]:
     adapt = connection.ops.adapt_datetimefield_value
     pk = Conversation._meta.pk.get_db_prep_value(plan.conversation, connection)
     params: list[Any] = [len(plan.records), plan.transcript, len(plan.displays)]
+    change = plan.status
+    ask = None if change is None or change.pending_ask is None else json.dumps(change.pending_ask)
+    if change is not None:
+        params += [change.status, ask, ask]
     if plan.usage:
         params += [plan.tokens.get(name, 0) for name in COUNTERS]
         for model, counts in plan.by_model.items():
@@ -204,6 +219,8 @@ def _update_params(connection: Any, plan: Plan) -> tuple[int, list[Any]]:
     params += [adapt(plan.saved_at), adapt(plan.retained_at), pk]
     if plan.unknown_ids:
         params += [pk, json.dumps(plan.unknown_ids)]
+    if change is not None:
+        params += [change.status, ask]
     return (len(plan.by_model) if plan.usage else 0), params
 
 
@@ -286,7 +303,8 @@ def apply(using: str, plan: Plan, finish: Finish[T]) -> T | None:
     try:
         with database_errors(), transaction.atomic(using=using):
             with connection.cursor() as cursor:
-                cursor.execute(update_sql(models, bool(plan.unknown_ids)), params)
+                sql = update_sql(models, bool(plan.unknown_ids), plan.status is not None)
+                cursor.execute(sql, params)
                 row = cursor.fetchone()
                 if row is None:
                     raise _Declined
