@@ -747,3 +747,45 @@ def test_an_edited_history_adds_the_changed_message_once(
     final = [(m["role"], m["parts"][0]["content"]) for m in history]
     for message in set(final):
         assert record.count(message) >= final.count(message)
+
+
+def test_a_line_of_several_messages_is_refused_whole(user: User) -> None:
+    """The writer's own rule, whatever the format: a Claude Code line of two tool results, one
+    over the content limit, stores neither."""
+    base = {"sessionId": "s", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/tmp"}
+    lines = [
+        {**base, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}},
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "message": {
+                "id": "msg1",
+                "role": "assistant",
+                "model": "m",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}},
+                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {}},
+                ],
+            },
+        },
+        {
+            **base,
+            "type": "user",
+            "uuid": "u2",
+            "parentUuid": "a1",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "z" * (9 << 20)},
+                ],
+            },
+        },
+    ]
+    text = "\n".join(json.dumps(line) for line in lines) + "\n"
+    code, out, _err = import_text(user, text, "claude-code")
+    assert code == 1, out
+    assert "1 refused" in out
+    assert not Message.objects.filter(conversation__owner=user, role="tool").exists()

@@ -625,7 +625,13 @@ class _Writer:
         self.outcome.titles[pk] = (title, best.rank)
 
     def message(self, item: Parsed) -> None:
+        """Hold one message for the next write. A line is refused whole: a message of a line
+        already refused is not kept, and refusing a message drops the messages of its line held
+        for this conversation (parsers whose line yields messages of several conversations, OTLP,
+        check them all first: ``ParseContext.check``)."""
         target = self.current
+        if self._refused(item.line):
+            return
         try:
             normalized = normalize_message(item.message, max_content_bytes=self.max_content)
         except InvalidContent as error:
@@ -633,6 +639,8 @@ class _Writer:
             if kept is None:
                 shown = excerpt(redact(compact_json(item.message)).value)
                 self.problem(Problem(item.line, str(error), shown, entry=item.entry))
+                if item.line is not None:
+                    target.messages = [m for m in target.messages if m[1] != item.line]
                 return
             item = kept
             normalized = normalize_message(item.message, max_content_bytes=self.max_content)
