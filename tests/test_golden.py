@@ -1,7 +1,7 @@
 """The write path writes what it wrote when the golden fixtures were recorded (issue 30,
 "Characterise before you delete"): every scenario of ``tests/golden/scenarios.py`` (every kind of
-write through the public services, each of today's implementations of it: the general path,
-``fastpath``, ``fasttools``, ``fastlite``, ``singles``, ``COPY``; an import of every fixture
+write through the public services, each implementation it had when they were recorded: the
+general path, ``fastpath``, ``fasttools``, ``fastlite``, ``singles``, ``COPY``; an import of every fixture
 format) and every recorded hypothesis sequence (``tests/golden/sequences.json``) is replayed under
 a frozen clock on the database of the run, and its outcome (each step's return value or error
 class and the signals it sent; afterwards every table of the app, the frame log included, with

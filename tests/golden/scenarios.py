@@ -1,10 +1,11 @@
 """The hand-written golden scenarios: every kind of write through the public services, each a list
-of steps (``tests/golden/replay.py`` says what a step may name). The comments say which of
-today's implementations a step takes (docs/write-path.md "One statement per write"), so that each
-is pinned: on PostgreSQL plain messages take ``fastpath``, tool calls and one result
-``fasttools``, status and tool moves ``singles``; on SQLite plain messages take ``fastlite``;
-everything else, and every kind that steps aside, the general path (``appending``), whose
-batches of three rows or more reach PostgreSQL by ``COPY`` (``bulkcopy``)."""
+of steps (``tests/golden/replay.py`` says what a step may name). The comments say which of the
+implementations of 237fc11 (where the fixtures were recorded) a step took, so that each was
+pinned: on PostgreSQL plain messages took ``fastpath``, tool calls and one result ``fasttools``,
+status and tool moves ``singles``; on SQLite plain messages took ``fastlite``; everything else,
+and every kind that stepped aside, the general path (``appending``), whose batches of three rows
+or more reach PostgreSQL by ``COPY`` (``bulkcopy``). Plain batches, synthetic rows and status
+changes now take the one plan (``services/plan.py``) instead."""
 
 from __future__ import annotations
 
