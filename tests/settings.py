@@ -93,7 +93,12 @@ def postgres_database(url: str) -> dict[str, Any]:
         "OPTIONS": {
             "pool": {
                 "min_size": 1,
-                "max_size": int(os.environ.get("MURMUR_DB_POOL_MAX", "60")),
+                # Far above the server's max_connections on purpose: each async test's event
+                # loop is closed at its end, and a connection a worker thread of that loop's
+                # executor held (an access check runs there) is never handed back, so the pool
+                # counts it out for ever (it holds no server connection); a 60 let an order
+                # with ~60 websocket tests before a threaded one time out (PoolTimeout).
+                "max_size": int(os.environ.get("MURMUR_DB_POOL_MAX", "1000")),
                 "timeout": 10,
             }
         },
